@@ -1,0 +1,243 @@
+//! The one gather every method lowers to: a [`Call`] holds the (reshaped, broadcast)
+//! views and the axes; it plans, validates the indices and runs the kernel.
+
+use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn};
+
+use crate::error::GatherError;
+use crate::index::{Clip, GatherIndex, IndexMode, Raise, Wrap, resolve};
+use crate::kernel::{BadIndex, Store, Task};
+use crate::plan::{Layout, Plan, unravel};
+
+/// A lowered gather: `gather_multiaxis(input, indices, axes)` with an index mode.
+pub(crate) struct Call<'a, A, I> {
+    /// The public method's name, for messages.
+    pub op: &'static str,
+    pub input: ArrayViewD<'a, A>,
+    pub indices: ArrayViewD<'a, I>,
+    pub axes: Vec<usize>,
+    pub mode: IndexMode,
+    /// The shape of the input the caller passed, for messages.
+    pub user_input: Vec<usize>,
+    /// The shape of the indices the caller passed, in which error positions are reported.
+    /// The lowerings only insert unit axes before the coordinates, which keeps row-major
+    /// order, so a flat position means the same in both.
+    pub user_indices: Vec<usize>,
+    /// Unit axes of the lowered output that the caller's output does not have, ascending.
+    pub remove: Vec<usize>,
+}
+
+impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
+    /// A call whose indices are the caller's own (positions are reported as they are).
+    pub fn new(
+        op: &'static str,
+        input: ArrayViewD<'a, A>,
+        indices: ArrayViewD<'a, I>,
+        axes: Vec<usize>,
+    ) -> Self {
+        Call {
+            op,
+            user_input: input.shape().to_vec(),
+            user_indices: indices.shape().to_vec(),
+            input,
+            indices,
+            axes,
+            mode: IndexMode::Raise,
+            remove: Vec::new(),
+        }
+    }
+
+    /// The caller's output shape: the lowered one without the `remove` axes.
+    fn final_shape(&self, lowered: &[usize]) -> Vec<usize> {
+        let mut shape = lowered.to_vec();
+        for &ax in self.remove.iter().rev() {
+            shape.remove(ax);
+        }
+        shape
+    }
+
+    fn plan(&self) -> Result<Plan, GatherError> {
+        self.plan_lowered().map_err(|e| match e {
+            GatherError::EmptyAxis {
+                op,
+                axis,
+                output_shape,
+                ..
+            } => GatherError::EmptyAxis {
+                op,
+                axis,
+                input_shape: self.user_input.clone(),
+                output_shape: self.final_shape(&output_shape),
+            },
+            e => e,
+        })
+    }
+
+    fn plan_lowered(&self) -> Result<Plan, GatherError> {
+        Plan::new(
+            self.op,
+            Layout {
+                shape: self.input.shape(),
+                strides: self.input.strides(),
+            },
+            Layout {
+                shape: self.indices.shape(),
+                strides: self.indices.strides(),
+            },
+            &self.axes,
+            std::mem::size_of::<A>(),
+        )
+    }
+
+    /// Gathers into a new array of the output shape.
+    pub fn alloc(self) -> Result<ArrayD<A>, GatherError> {
+        let plan = self.plan()?;
+        // Element types with drop glue are validated first, so that the kernel never stops
+        // halfway through writing uninitialized memory; plain data is checked in the
+        // kernel and the partial buffer is simply freed.
+        if std::mem::needs_drop::<A>() {
+            self.check_indices(&plan)?;
+        }
+        let shape = IxDyn(&plan.out_shape);
+        let strides = c_strides(&plan.out_shape);
+        let loops = plan.loops(&strides);
+        let mut buf: Vec<A> = Vec::with_capacity(plan.out_len);
+        let res = self.execute(&plan, &loops, buf.as_mut_ptr(), Store::Init);
+        if res.is_err() {
+            return Err(self.index_error(&plan));
+        }
+        // SAFETY: the kernel returned Ok, so it initialized all `out_len` elements (every
+        // output position is written exactly once).
+        unsafe { buf.set_len(plan.out_len) };
+        let mut out = ArrayD::from_shape_vec(shape, buf).map_err(|_| GatherError::SizeOverflow {
+            op: self.op,
+            shape: plan.out_shape,
+        })?;
+        for &ax in self.remove.iter().rev() {
+            out = out.index_axis_move(Axis(ax), 0);
+        }
+        Ok(out)
+    }
+
+    /// Gathers into `out`, which must have the output shape; on any error `out` is left
+    /// untouched.
+    pub fn into(self, out: ArrayViewMutD<'_, A>) -> Result<(), GatherError> {
+        let plan = self.plan()?;
+        let expected = self.final_shape(&plan.out_shape);
+        if out.shape() != expected.as_slice() {
+            return Err(GatherError::OutputShape {
+                op: self.op,
+                expected,
+                found: out.shape().to_vec(),
+            });
+        }
+        let mut out = out;
+        for &ax in &self.remove {
+            out = out.insert_axis(Axis(ax));
+        }
+        self.check_indices(&plan)?;
+        let loops = plan.loops(out.strides());
+        self.execute(&plan, &loops, out.as_mut_ptr(), Store::Assign)
+            .map_err(|BadIndex| self.index_error(&plan))
+    }
+
+    fn execute(&self, plan: &Plan, loops: &[crate::plan::Loop], out: *mut A, store: Store) -> Result<(), BadIndex> {
+        let Some((lane, outer)) = loops.split_last() else {
+            return Err(BadIndex); // `Plan::loops` is never empty
+        };
+        let task = Task {
+            outer,
+            lane: *lane,
+            axes: &plan.axes,
+            inp: self.input.as_ptr(),
+            idx: self.indices.as_ptr(),
+            out,
+            store,
+        };
+        // SAFETY: the plan was built from these very views: positional strides are zero
+        // on broadcast and gathered dimensions and every positional coordinate is below
+        // the input's (or indices') own size there; gathered coordinates are resolved to
+        // `0..len` of their axis; `comp` offsets stay within the last indices dimension.
+        // `out` has the plan's output shape (checked by `into`, allocated by `alloc` with
+        // C strides), is an exclusive borrow or fresh storage, and so aliases nothing.
+        unsafe {
+            match self.mode {
+                IndexMode::Raise => task.run::<Raise>(),
+                IndexMode::Wrap => task.run::<Wrap>(),
+                IndexMode::Clip => task.run::<Clip>(),
+            }
+        }
+    }
+
+    /// Checks every index the gather will read (all of them, unless the output is empty or
+    /// no axis is gathered).
+    fn check_indices(&self, plan: &Plan) -> Result<(), GatherError> {
+        if plan.out_len == 0 || plan.axes.is_empty() || self.mode != IndexMode::Raise {
+            // Wrap and Clip accept every value once the axis is non-empty (checked by the plan).
+            return Ok(());
+        }
+        let lens: Vec<usize> = plan.axes.iter().map(|a| a.len).collect();
+        let ok = |lane: &[I]| {
+            lane.chunks_exact(lens.len())
+                .fold(true, |ok, c| ok & c.iter().zip(&lens).all(|(v, &n)| v.resolve_raise(n).is_some()))
+        };
+        let all_ok = match self.indices.as_slice_memory_order() {
+            Some(s) if self.indices.is_standard_layout() || lens.len() == 1 => {
+                if lens.len() == 1 {
+                    let n = lens[0];
+                    s.iter().fold(true, |ok, v| ok & v.resolve_raise(n).is_some())
+                } else {
+                    ok(s)
+                }
+            }
+            _ => self.indices.rows().into_iter().all(|row| match row.as_slice() {
+                Some(s) => ok(s),
+                None => ok(&row.to_vec()),
+            }),
+        };
+        if all_ok { Ok(()) } else { Err(self.index_error(plan)) }
+    }
+
+    /// The error for the first (row-major) out-of-range index.
+    fn index_error(&self, plan: &Plan) -> GatherError {
+        let k = plan.axes.len().max(1);
+        let last = self.indices.shape().last().copied().unwrap_or(1).max(1);
+        for (flat, v) in self.indices.iter().enumerate() {
+            let Some(term) = plan.axes.get((flat % last) % k) else { break };
+            if resolve(*v, term.len, self.mode).is_none() {
+                return GatherError::IndexOutOfBounds {
+                    op: self.op,
+                    index: v.to_i128(),
+                    position: unravel(flat, &self.user_indices),
+                    axis: term.axis,
+                    axis_len: term.len,
+                };
+            }
+        }
+        unreachable_index_error(self.op)
+    }
+}
+
+/// Only reached if the kernel and the scan disagree, which would be a bug in this crate.
+#[cold]
+fn unreachable_index_error(op: &'static str) -> GatherError {
+    debug_assert!(false, "{op}: the kernel reported a bad index the scan did not find");
+    GatherError::IndexOutOfBounds {
+        op,
+        index: 0,
+        position: Vec::new(),
+        axis: 0,
+        axis_len: 0,
+    }
+}
+
+/// Row-major strides of `shape`, in elements.
+pub(crate) fn c_strides(shape: &[usize]) -> Vec<isize> {
+    let mut strides = vec![0isize; shape.len()];
+    let mut acc = 1isize;
+    for (s, &n) in strides.iter_mut().zip(shape).rev() {
+        *s = acc;
+        acc = acc.wrapping_mul(n as isize);
+    }
+    strides
+}
+

@@ -1,0 +1,194 @@
+//! The one error type of the crate.
+
+use thiserror::Error;
+
+/// Everything that can be wrong with a gather call.
+///
+/// Every variant carries the offending values, and every message starts with the name of
+/// the method that was called (`op`), so an error read in a log says what to fix.
+/// No public method of this crate panics on a bad shape, axis or index value: it returns
+/// one of these instead.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+///
+/// let a = array![[1.0, 2.0], [3.0, 4.0]];
+/// let err = a.gather(&array![0_i64, 5], 0).unwrap_err();
+/// assert!(matches!(err, GatherError::IndexOutOfBounds { index: 5, axis_len: 2, .. }));
+/// assert_eq!(
+///     err.to_string(),
+///     "gather: index 5 at position [1] of the indices is out of bounds for axis 0 of length 2 \
+///      (valid: -2..=1)"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[non_exhaustive]
+pub enum GatherError {
+    /// An axis argument does not name a dimension of the input.
+    #[error("{op}: axis {axis} is out of bounds for an input of rank {ndim} (valid: {valid})")]
+    AxisOutOfBounds {
+        /// The method that was called.
+        op: &'static str,
+        /// The axis as the caller gave it.
+        axis: isize,
+        /// The rank of the input.
+        ndim: usize,
+        /// The accepted range, spelled out.
+        valid: String,
+    },
+
+    /// The same axis appears twice in `axes`.
+    #[error("{op}: axis {axis} appears more than once in axes {axes:?}")]
+    DuplicateAxis {
+        /// The method that was called.
+        op: &'static str,
+        /// The repeated axis.
+        axis: usize,
+        /// All axes as given.
+        axes: Vec<usize>,
+    },
+
+    /// Input and indices must have the same rank (or a rank the method requires).
+    #[error(
+        "{op}: input of shape {input_shape:?} (rank {}) and indices of shape {indices_shape:?} \
+         (rank {}) must {requirement}",
+        input_shape.len(),
+        indices_shape.len()
+    )]
+    RankMismatch {
+        /// The method that was called.
+        op: &'static str,
+        /// The input's shape.
+        input_shape: Vec<usize>,
+        /// The indices' shape.
+        indices_shape: Vec<usize>,
+        /// What the method requires of the ranks.
+        requirement: &'static str,
+    },
+
+    /// The last indices dimension is not a multiple of the coordinate size.
+    #[error(
+        "{op}: the last dimension of indices of shape {indices_shape:?} is {last}, which is not \
+         a multiple of the coordinate size {coordinate_size} (the number of axes)"
+    )]
+    CoordinateFold {
+        /// The method that was called.
+        op: &'static str,
+        /// The indices' shape.
+        indices_shape: Vec<usize>,
+        /// The size of the last indices dimension.
+        last: usize,
+        /// `max(axes.len(), 1)`.
+        coordinate_size: usize,
+    },
+
+    /// Two dimensions that must broadcast (or be equal) do not.
+    #[error(
+        "{op}: dimension {dim} of input shape {input_shape:?} and indices shape \
+         {indices_shape:?} is incompatible: {detail}"
+    )]
+    ShapeMismatch {
+        /// The method that was called.
+        op: &'static str,
+        /// The dimension at fault, counted in the input's dimensions.
+        dim: usize,
+        /// The input's shape.
+        input_shape: Vec<usize>,
+        /// The indices' shape (for `gather_multiaxis`, the logical shape with the coordinate
+        /// size folded out of the last dimension).
+        indices_shape: Vec<usize>,
+        /// What was expected of the two sizes.
+        detail: String,
+    },
+
+    /// An index is out of range for its axis (after counting negatives from the end once).
+    #[error(
+        "{op}: index {index} at position {position:?} of the indices is out of bounds for axis \
+         {axis} of length {axis_len} (valid: {})",
+        valid_range(*axis_len)
+    )]
+    IndexOutOfBounds {
+        /// The method that was called.
+        op: &'static str,
+        /// The index value, widened so that every index type fits.
+        index: i128,
+        /// Where the index sits in the indices array the caller passed.
+        position: Vec<usize>,
+        /// The input axis it indexes.
+        axis: usize,
+        /// The length of that axis.
+        axis_len: usize,
+    },
+
+    /// An indexed axis has length 0 but the output is not empty: no index can be valid.
+    #[error(
+        "{op}: axis {axis} of input shape {input_shape:?} has length 0, so no index into it is \
+         valid, but the output of shape {output_shape:?} is not empty"
+    )]
+    EmptyAxis {
+        /// The method that was called.
+        op: &'static str,
+        /// The empty axis.
+        axis: usize,
+        /// The input's shape.
+        input_shape: Vec<usize>,
+        /// The output shape that would need elements.
+        output_shape: Vec<usize>,
+    },
+
+    /// The `out` array of a `_into` call does not have the output's shape.
+    #[error("{op}: out has shape {found:?}, but the output shape is {expected:?}")]
+    OutputShape {
+        /// The method that was called.
+        op: &'static str,
+        /// The output shape the call produces.
+        expected: Vec<usize>,
+        /// The shape of `out`.
+        found: Vec<usize>,
+    },
+
+    /// The output would have more elements (or bytes) than memory can address.
+    #[error("{op}: the output shape {shape:?} has more elements than fit in memory")]
+    SizeOverflow {
+        /// The method that was called.
+        op: &'static str,
+        /// The shape whose size overflows.
+        shape: Vec<usize>,
+    },
+
+    /// `batch_dims` (or the coordinate size it leaves) does not fit the ranks.
+    #[error(
+        "{op}: batch_dims = {batch_dims} does not fit input of shape {input_shape:?} and indices \
+         of shape {indices_shape:?}: {detail}"
+    )]
+    BatchDims {
+        /// The method that was called.
+        op: &'static str,
+        /// The `batch_dims` argument.
+        batch_dims: usize,
+        /// The input's shape.
+        input_shape: Vec<usize>,
+        /// The indices' shape.
+        indices_shape: Vec<usize>,
+        /// What was expected.
+        detail: String,
+    },
+}
+
+fn valid_range(len: usize) -> String {
+    if len == 0 {
+        "none, the axis is empty".to_string()
+    } else {
+        format!("-{len}..={}", len - 1)
+    }
+}
+
+/// The accepted range of an axis argument for an input of rank `ndim`, for messages.
+pub(crate) fn axis_range(ndim: usize) -> String {
+    if ndim == 0 {
+        "none, the input has no axes".to_string()
+    } else {
+        format!("-{ndim}..={}", ndim - 1)
+    }
+}

@@ -1,0 +1,306 @@
+//! The kernel: executes a [`Plan`] by walking output lanes. It only moves elements.
+//!
+//! The innermost loop of the plan is the *lane*. When the indices do not advance along it
+//! (a block gather: ONNX Gather's trailing dimensions, GatherND's slices), the gathered
+//! offset is resolved once per lane and the lane is a run copy, a `clone_from_slice` when
+//! both sides are contiguous. Otherwise every element resolves its own indices.
+//!
+//! Work is split into ranges of flat output positions (in the loops' row-major order).
+//! Small gathers run on the calling thread; large ones run on the calling thread *and* the
+//! rayon pool, which claim ranges from a shared counter, so the caller never idles waiting
+//! for a worker to wake.
+
+use std::mem::needs_drop;
+use std::ptr;
+
+use crate::index::{GatherIndex, Resolve};
+use crate::plan::{AxisTerm, Loop};
+
+/// An index was out of range; the caller rescans the indices to say which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BadIndex;
+
+/// How the kernel stores an element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Store {
+    /// `out` holds initialized elements: assign, dropping the old value.
+    Assign,
+    /// `out` is uninitialized, C-contiguous storage of exactly the output's length: write
+    /// without dropping. On a panic the elements written so far are dropped.
+    Init,
+}
+
+/// Gathers at or above this many bytes (output plus indices) may use the rayon pool.
+#[cfg(feature = "rayon")]
+pub(crate) const PARALLEL_MIN_BYTES: usize = 1 << 21;
+/// Parallel work is handed out in ranges of about this many output bytes.
+#[cfg(feature = "rayon")]
+const CHUNK_BYTES: usize = 1 << 17;
+
+/// A gather ready to run: the plan's loops and axis terms with the data pointers.
+pub(crate) struct Task<'a, A, I> {
+    pub outer: &'a [Loop],
+    pub lane: Loop,
+    pub axes: &'a [AxisTerm],
+    pub inp: *const A,
+    pub idx: *const I,
+    pub out: *mut A,
+    pub store: Store,
+}
+
+// SAFETY: a `Task` only reads `A` and `I` through shared pointers (so it may cross threads
+// when both are `Sync`) and writes `A` values into disjoint output ranges, one range per
+// thread at a time (so `A` must be `Send`). The pointers are valid for the whole call that
+// builds the task (see `Task::run`).
+unsafe impl<A: Send + Sync, I: Sync> Sync for Task<'_, A, I> {}
+
+impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
+    /// Number of output elements.
+    fn len(&self) -> usize {
+        self.outer.iter().map(|l| l.len).product::<usize>() * self.lane.len
+    }
+
+    /// Runs the whole gather, serially or in parallel.
+    ///
+    /// # Safety
+    /// - `inp` points to an array for which every offset `Σ position * inp stride` over the
+    ///   loops, plus `Σ resolved index * axis stride` over the axis terms with every
+    ///   resolved index `< len`, is in bounds; `idx` likewise for every offset
+    ///   `Σ position * idx stride + comp`;
+    /// - `out` points to storage of the output shape in which distinct loop positions are
+    ///   distinct elements (initialized for [`Store::Assign`]; C-contiguous, uninitialized
+    ///   and of exactly `self.len()` elements for [`Store::Init`]), not aliasing `inp`;
+    /// - nothing else accesses `out` during the call.
+    pub unsafe fn run<R: Resolve>(&self) -> Result<(), BadIndex> {
+        let total = self.len();
+        if total == 0 {
+            return Ok(());
+        }
+        #[cfg(feature = "rayon")]
+        {
+            let bytes = total.saturating_mul(
+                std::mem::size_of::<A>() + usize::from(!self.axes.is_empty() && self.lane.idx != 0)
+                    * std::mem::size_of::<I>(),
+            );
+            if bytes >= PARALLEL_MIN_BYTES && rayon::current_num_threads() > 1 {
+                // SAFETY: forwarded from this function's contract.
+                return unsafe { self.run_parallel::<R>(total, bytes) };
+            }
+        }
+        // SAFETY: forwarded from this function's contract; one range covers everything.
+        unsafe { self.run_range::<R>(0, total) }
+    }
+
+    /// Splits `0..total` into ranges claimed by the calling thread and rayon's workers.
+    #[cfg(feature = "rayon")]
+    unsafe fn run_parallel<R: Resolve>(&self, total: usize, bytes: usize) -> Result<(), BadIndex> {
+        use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+        use std::sync::Mutex;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+        let chunks = bytes.div_ceil(CHUNK_BYTES).clamp(2, total);
+        let per = total.div_ceil(chunks);
+        let chunks = total.div_ceil(per);
+        let next = AtomicUsize::new(0);
+        let failed = AtomicBool::new(false);
+        let panic = Mutex::new(None);
+        // Ranges completed, so that a panic elsewhere can drop their elements.
+        let track = self.store == Store::Init && needs_drop::<A>();
+        let done: Vec<AtomicBool> = (0..if track { chunks } else { 0 })
+            .map(|_| AtomicBool::new(false))
+            .collect();
+        let work = || {
+            loop {
+                let c = next.fetch_add(1, Ordering::Relaxed);
+                if c >= chunks || failed.load(Ordering::Relaxed) {
+                    return;
+                }
+                let (start, end) = (c * per, ((c + 1) * per).min(total));
+                // SAFETY: every range is claimed once, ranges are disjoint, and the
+                // contract of `run` holds for each of them.
+                match catch_unwind(AssertUnwindSafe(|| unsafe { self.run_range::<R>(start, end) })) {
+                    Ok(Ok(())) => {
+                        if track {
+                            done[c].store(true, Ordering::Release);
+                        }
+                    }
+                    Ok(Err(BadIndex)) => failed.store(true, Ordering::Relaxed),
+                    Err(payload) => {
+                        failed.store(true, Ordering::Relaxed);
+                        panic.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(payload);
+                    }
+                }
+            }
+        };
+        let helpers = rayon::current_num_threads()
+            - usize::from(rayon::current_thread_index().is_some());
+        rayon::in_place_scope(|s| {
+            for _ in 0..helpers.min(chunks - 1) {
+                s.spawn(|_| work());
+            }
+            work();
+        });
+        if let Some(payload) = panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            for (c, _) in done.iter().enumerate().filter(|(_, d)| d.load(Ordering::Acquire)) {
+                let (start, end) = (c * per, ((c + 1) * per).min(total));
+                // SAFETY: range `c` completed, so its elements are initialized, and nothing
+                // else will drop them: the output is abandoned by the caller.
+                unsafe {
+                    ptr::drop_in_place(ptr::slice_from_raw_parts_mut(self.out.add(start), end - start))
+                };
+            }
+            resume_unwind(payload);
+        }
+        if failed.into_inner() { Err(BadIndex) } else { Ok(()) }
+    }
+
+    /// Gathers the output positions `start..end` (row-major over the loops).
+    ///
+    /// # Safety
+    /// The contract of [`Task::run`], and no other thread writes these positions.
+    unsafe fn run_range<R: Resolve>(&self, start: usize, end: usize) -> Result<(), BadIndex> {
+        let lane_len = self.lane.len;
+        let mut guard = InitGuard {
+            // SAFETY (pointer arithmetic): for `Store::Init` the output is contiguous and
+            // `start <= len`; for `Store::Assign` the pointer is never used.
+            base: if self.store == Store::Init { unsafe { self.out.add(start) } } else { self.out },
+            written: 0,
+            armed: self.store == Store::Init && needs_drop::<A>(),
+        };
+        // The odometer over the outer loops, starting at the lane holding `start`.
+        let mut first = start % lane_len;
+        let mut coord = vec![0usize; self.outer.len()];
+        let (mut o_out, mut o_inp, mut o_idx) = (0isize, 0isize, 0isize);
+        let mut rem = start / lane_len;
+        for (c, l) in coord.iter_mut().zip(self.outer).rev() {
+            *c = rem % l.len;
+            rem /= l.len;
+            o_out += *c as isize * l.out;
+            o_inp += *c as isize * l.inp;
+            o_idx += *c as isize * l.idx;
+        }
+        let mut remaining = end - start;
+        while remaining > 0 {
+            let last = lane_len.min(first + remaining);
+            // SAFETY: the offsets are those of a valid outer position (the odometer never
+            // leaves the loops' bounds) and `first..last` is within the lane.
+            unsafe { self.lane::<R>(o_out, o_inp, o_idx, first, last, &mut guard.written)? };
+            remaining -= last - first;
+            first = 0;
+            for (c, l) in coord.iter_mut().zip(self.outer).rev() {
+                *c += 1;
+                o_out += l.out;
+                o_inp += l.inp;
+                o_idx += l.idx;
+                if *c < l.len {
+                    break;
+                }
+                *c = 0;
+                o_out -= l.len as isize * l.out;
+                o_inp -= l.len as isize * l.inp;
+                o_idx -= l.len as isize * l.idx;
+            }
+        }
+        guard.armed = false;
+        Ok(())
+    }
+
+    /// The input offset selected by the coordinate at indices offset `at`.
+    #[inline(always)]
+    unsafe fn gathered<R: Resolve>(&self, at: isize) -> Result<isize, BadIndex> {
+        let mut off = 0;
+        for a in self.axes {
+            // SAFETY: `at + comp` is an element of the indices by `run`'s contract.
+            let v = unsafe { *self.idx.offset(at + a.comp) };
+            let i = R::resolve(v, a.len).ok_or(BadIndex)?;
+            off += i as isize * a.stride;
+        }
+        Ok(off)
+    }
+
+    /// Gathers positions `first..last` of the lane at the given outer offsets.
+    #[inline(always)]
+    unsafe fn lane<R: Resolve>(
+        &self,
+        o_out: isize,
+        o_inp: isize,
+        o_idx: isize,
+        first: usize,
+        last: usize,
+        written: &mut usize,
+    ) -> Result<(), BadIndex> {
+        let l = self.lane;
+        let n = last - first;
+        let (f, init) = (first as isize, self.store == Store::Init);
+        if l.idx == 0 || self.axes.is_empty() {
+            // A block: one coordinate for the whole run.
+            // SAFETY: `run`'s contract bounds every offset formed here; resolved indices
+            // are `< len` by `Resolve`.
+            unsafe {
+                let src = self.inp.offset(o_inp + self.gathered::<R>(o_idx)? + f * l.inp);
+                let dst = self.out.offset(o_out + f * l.out);
+                if l.inp == 1 && l.out == 1 && !init {
+                    let d = std::slice::from_raw_parts_mut(dst, n);
+                    d.clone_from_slice(std::slice::from_raw_parts(src, n));
+                } else if l.inp == 1 && l.out == 1 && !needs_drop::<A>() {
+                    let s = std::slice::from_raw_parts(src, n);
+                    for (i, v) in s.iter().enumerate() {
+                        ptr::write(dst.add(i), v.clone());
+                    }
+                } else {
+                    for i in 0..n as isize {
+                        store(dst.offset(i * l.out), &*src.offset(i * l.inp), init);
+                        *written += 1;
+                    }
+                    return Ok(());
+                }
+            }
+            *written += n;
+        } else {
+            for i in first as isize..last as isize {
+                // SAFETY: as above, per element.
+                unsafe {
+                    let g = self.gathered::<R>(o_idx + i * l.idx)?;
+                    store(self.out.offset(o_out + i * l.out), &*self.inp.offset(o_inp + i * l.inp + g), init);
+                }
+                *written += 1;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Stores a clone of `v` at `dst`, assigning (dropping the old value) or initializing.
+///
+/// # Safety
+/// `dst` is valid for writes, and initialized unless `init`.
+#[inline(always)]
+unsafe fn store<A: Clone>(dst: *mut A, v: &A, init: bool) {
+    let v = v.clone();
+    // SAFETY: by the contract above.
+    unsafe {
+        if init {
+            ptr::write(dst, v);
+        } else {
+            *dst = v;
+        }
+    }
+}
+
+/// Drops the elements a range wrote into uninitialized output if a clone panics midway.
+struct InitGuard<A> {
+    base: *mut A,
+    written: usize,
+    armed: bool,
+}
+
+impl<A> Drop for InitGuard<A> {
+    fn drop(&mut self) {
+        if self.armed {
+            // SAFETY: armed only for `Store::Init`, where the range writes its elements in
+            // memory order from `base`, so the first `written` are initialized; the caller
+            // abandons the output, so they are dropped exactly once.
+            unsafe { ptr::drop_in_place(ptr::slice_from_raw_parts_mut(self.base, self.written)) }
+        }
+    }
+}

@@ -1,0 +1,102 @@
+//! One gather operator for [`ndarray`], and every library's gather as a thin view over it.
+//!
+//! ```
+//! use ndarray::array;
+//! use ndarray_gather::prelude::*;
+//!
+//! let table = array![[0.0, 0.1], [1.0, 1.1], [2.0, 2.1]];
+//! // ONNX Gather / numpy.take: rows by id.
+//! assert_eq!(table.gather(&array![2_i64, 0], 0)?, array![[2.0, 2.1], [0.0, 0.1]].into_dyn());
+//! // ONNX GatherElements / torch.gather: one element per index.
+//! assert_eq!(table.gather_elements(&array![[1_i64], [0]], 1)?, array![[0.1], [1.0]]);
+//! // The operator they all lower to.
+//! assert_eq!(table.gather_multiaxis(&array![[1_i64, 0]], &[0, 1])?, array![[1.0]]);
+//! # Ok::<(), GatherError>(())
+//! ```
+//!
+//! # The operator
+//!
+//! [`GatherExt::gather_multiaxis`] is the operator of the "Gather Multiaxis" proposal:
+//! input, indices and output have the same rank; the `axes` are explicit (any order, not
+//! necessarily contiguous); coordinates of `k = axes.len()` values are folded into the
+//! last indices dimension; every other dimension broadcasts between input and indices.
+//! Once ranks are aligned by inserting unit axes, ONNX Gather, GatherElements and
+//! GatherND, numpy.take and take_along_axis, torch.gather, take and index_select, tf.gather
+//! and gather_nd with `batch_dims`, CoreML's and TOSA's gathers are all this one operator:
+//! each wrapper method here only builds views and calls it.
+//!
+//! # Every library's gather
+//!
+//! | library call | ndarray-gather |
+//! |---|---|
+//! | ONNX `Gather(data, indices, axis)` | `data.gather(&indices, axis)` |
+//! | ONNX `GatherElements(data, indices, axis)` | `data.gather_elements(&indices, axis)` |
+//! | ONNX `GatherND(data, indices, batch_dims)` | `data.gather_nd(&indices, batch_dims)` |
+//! | `numpy.take(a, indices, axis, mode=...)` | `a.take(&indices, Some(axis), IndexMode::...)` |
+//! | `numpy.take(a, indices)` (flattened) | `a.take(&indices, None, IndexMode::Raise)` |
+//! | `numpy.take_along_axis(a, indices, axis)` | `a.take_along_axis(&indices, axis)` |
+//! | `a[i0, i1]` (integer-array indexing of the first `k` axes) | `a.gather_nd(&stack_of_i0_i1, 0)` |
+//! | `torch.gather(input, dim, index)` | `input.gather_elements(&index, dim)` |
+//! | `torch.take(input, index)` | `input.take(&index, None, IndexMode::Raise)` |
+//! | `torch.take_along_dim(input, indices, dim)` | `input.take_along_axis(&indices, dim)` |
+//! | `torch.index_select(input, dim, index)` | `input.gather(&index, dim)` |
+//! | `tf.gather(params, indices, axis, batch_dims=0)` | `params.gather(&indices, axis)` |
+//! | `tf.gather(params, indices, axis, batch_dims)` | `params.gather_batched(&indices, axis, batch_dims)` |
+//! | `tf.gather_nd(params, indices, batch_dims)` | `params.gather_nd(&indices, batch_dims)` |
+//! | CoreML `gather(x, indices, axis, batch_dims)` | `x.gather_batched(&indices, axis, batch_dims)` |
+//! | CoreML `gather_along_axis(x, indices, axis)` | `x.gather_elements(&indices, axis)` |
+//! | CoreML `gather_nd(x, indices, batch_dims)` | `x.gather_nd(&indices, batch_dims)` |
+//! | TOSA `gather(values[N,K,C], indices[N,W])` | `values.gather_batched(&indices, 1, 1)` |
+//! | WebNN `gather(input, indices, {axis})` | `input.gather(&indices, axis)` |
+//! | WebNN `gatherElements(input, indices, {axis})` | `input.gather_elements(&indices, axis)` |
+//! | WebNN `gatherND(input, indices)` | `input.gather_nd(&indices, 0)` |
+//! | WebNN (proposed) `gatherMultiaxis(input, indices, axes)` | `input.gather_multiaxis(&indices, &axes)` |
+//!
+//! # Indices and errors
+//!
+//! Indices may be `i32`, `i64`, `isize`, `u32`, `u64` or `usize` ([`GatherIndex`]).
+//! Negative indices count from the end once, as in ONNX and numpy; [`GatherExt::take`]
+//! also offers numpy's `wrap` and `clip` modes ([`IndexMode`]). Every bad shape, axis or
+//! index is a [`GatherError`] naming the values, never a panic. Where the libraries
+//! disagree, this crate decides:
+//!
+//! - broadcasting is strict: sizes broadcast only where one of them is 1;
+//! - an unsigned index above `i64::MAX` is a large positive index (out of range), never a
+//!   negative one;
+//! - an empty gathered axis with a non-empty output is an error in every method and mode;
+//!   a zero-size output is always fine, and its indices are not read (nor checked);
+//! - `gather_elements` reads the leading block when its indices are smaller than the
+//!   input (ONNX Runtime, PyTorch); `take_along_axis` broadcasts (numpy);
+//! - `gather_nd` broadcasts batch dimensions of size 1; `gather_batched` requires them
+//!   equal (TensorFlow);
+//! - `_into` writes nothing when it returns an error.
+//!
+//! # Layouts and threads
+//!
+//! Inputs, indices and outputs may have any strides: C or Fortran order, transposed,
+//! stepped, reversed, or broadcast with zero strides. Broadcasting is never materialized.
+//! Runs that are contiguous in both input and output are copied as slices.
+//!
+//! With the default `rayon` feature, gathers moving more than about 2 MiB run on the
+//! calling thread and the rayon pool together (inside `ThreadPool::install`, that pool);
+//! smaller ones run on the calling thread alone. Results are identical either way.
+#![warn(missing_docs)]
+#![doc(test(attr(deny(warnings))))]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
+mod core;
+mod error;
+mod ext;
+mod index;
+mod kernel;
+mod lower;
+mod plan;
+pub mod prelude;
+
+pub use error::GatherError;
+pub use ext::GatherExt;
+pub use index::{GatherIndex, IndexMode};
+
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;

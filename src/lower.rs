@@ -1,0 +1,230 @@
+//! The lowerings: every library's gather as views of the input and indices (unit axes
+//! inserted, slices, zero-stride broadcasts) plus one [`Call`] of the core.
+//!
+//! Each function checks the library's own shape rules first, so its errors speak of the
+//! caller's shapes, then builds the views. None copies data, except `take` with no axis
+//! on an input whose layout cannot be flattened as a view.
+
+use ndarray::{ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
+
+use crate::core::Call;
+use crate::error::{GatherError, axis_range};
+use crate::index::{GatherIndex, IndexMode};
+
+/// `axis` counted from the end when negative, checked against `ndim`.
+pub(crate) fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Result<usize, GatherError> {
+    let n = ndim as isize;
+    let a = if axis < 0 { axis + n } else { axis };
+    if (0..n).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(GatherError::AxisOutOfBounds {
+            op,
+            axis,
+            ndim,
+            valid: axis_range(ndim),
+        })
+    }
+}
+
+/// `v` with `n` unit axes inserted at `at`.
+fn unit_axes<T>(mut v: ArrayViewD<'_, T>, at: usize, n: usize) -> ArrayViewD<'_, T> {
+    for _ in 0..n {
+        v = v.insert_axis(Axis(at));
+    }
+    v
+}
+
+fn same_rank(op: &'static str, input: &[usize], indices: &[usize]) -> Result<(), GatherError> {
+    if input.len() == indices.len() {
+        Ok(())
+    } else {
+        Err(GatherError::RankMismatch {
+            op,
+            input_shape: input.to_vec(),
+            indices_shape: indices.to_vec(),
+            requirement: "have the same rank",
+        })
+    }
+}
+
+/// ONNX Gather / numpy.take(axis) / tf.gather with `batch_dims`.
+///
+/// input `[in[..=a], 1 x m, in[a+1..]]`, indices `[idx[..b], 1 x (a+1-b), idx[b..], 1 x (r-a-1)]`
+/// with `m = q - b`, axes `[a]`; the lowered output `[in[..a], 1, idx[b..], in[a+1..]]`
+/// loses its axis `a`.
+pub(crate) fn batched<'a, A: Clone + Send + Sync, I: GatherIndex>(
+    op: &'static str,
+    input: ArrayViewD<'a, A>,
+    indices: ArrayViewD<'a, I>,
+    axis: isize,
+    batch_dims: usize,
+    mode: IndexMode,
+) -> Result<Call<'a, A, I>, GatherError> {
+    let (r, q) = (input.ndim(), indices.ndim());
+    let a = normalize_axis(op, axis, r)?;
+    let batch_error = |detail: String| GatherError::BatchDims {
+        op,
+        batch_dims,
+        input_shape: input.shape().to_vec(),
+        indices_shape: indices.shape().to_vec(),
+        detail,
+    };
+    if batch_dims > q {
+        return Err(batch_error(format!("it exceeds the indices rank {q}")));
+    }
+    if batch_dims > a {
+        return Err(batch_error(format!("it exceeds the axis {a} (axis >= batch_dims is required)")));
+    }
+    if let Some(d) = (0..batch_dims).find(|&d| input.shape()[d] != indices.shape()[d]) {
+        return Err(batch_error(format!(
+            "batch dimension {d} has size {} in the input and {} in the indices (they must be equal)",
+            input.shape()[d],
+            indices.shape()[d]
+        )));
+    }
+    let m = q - batch_dims;
+    let mut call = Call::new(
+        op,
+        input.clone(),
+        indices.clone(),
+        vec![a],
+    );
+    call.input = unit_axes(input, a + 1, m);
+    call.indices = unit_axes(unit_axes(indices, batch_dims, a + 1 - batch_dims), q + a + 1 - batch_dims, r - a - 1);
+    call.mode = mode;
+    call.remove = vec![a];
+    Ok(call)
+}
+
+/// ONNX GatherElements / torch.gather: the input is sliced to the indices' extent off the
+/// axis (the leading block), then it is `gather_multiaxis` with `axes = [a]`.
+pub(crate) fn elements<'a, A: Clone + Send + Sync, I: GatherIndex>(
+    op: &'static str,
+    input: ArrayViewD<'a, A>,
+    indices: ArrayViewD<'a, I>,
+    axis: isize,
+) -> Result<Call<'a, A, I>, GatherError> {
+    same_rank(op, input.shape(), indices.shape())?;
+    let a = normalize_axis(op, axis, input.ndim())?;
+    let mut block = input.clone();
+    for d in (0..input.ndim()).filter(|&d| d != a) {
+        let (n, m) = (input.shape()[d], indices.shape()[d]);
+        if m > n {
+            return Err(GatherError::ShapeMismatch {
+                op,
+                dim: d,
+                input_shape: input.shape().to_vec(),
+                indices_shape: indices.shape().to_vec(),
+                detail: format!(
+                    "the indices size {m} exceeds the input size {n} (off the axis it may be at most the input's)"
+                ),
+            });
+        }
+        block.slice_axis_inplace(Axis(d), Slice::from(..m));
+    }
+    let mut call = Call::new(op, input, indices, vec![a]);
+    call.input = block;
+    Ok(call)
+}
+
+/// numpy.take_along_axis: `gather_multiaxis` with `axes = [a]`, non-axis dimensions
+/// broadcast both ways.
+pub(crate) fn along_axis<'a, A: Clone + Send + Sync, I: GatherIndex>(
+    op: &'static str,
+    input: ArrayViewD<'a, A>,
+    indices: ArrayViewD<'a, I>,
+    axis: isize,
+) -> Result<Call<'a, A, I>, GatherError> {
+    same_rank(op, input.shape(), indices.shape())?;
+    let a = normalize_axis(op, axis, input.ndim())?;
+    Ok(Call::new(op, input, indices, vec![a]))
+}
+
+/// ONNX GatherND / tf.gather_nd with `batch_dims = b`, `k = idx.shape[-1]`,
+/// `m = q - 1 - b` index dimensions, `t = r - b - k` trailing dimensions, `w = max(k, m)`:
+/// input `[in[..b+k], 1 x (w-k), in[b+k..], 1]`, indices `[idx[..q-1], 1 x (R-q), k]` with
+/// `R = b + w + t + 1`, axes `b..b+k`; the lowered output `[batch, idx dims, 1 x (w-m),
+/// trailing, 1]` loses its unit axes `b+m..b+w` and the last.
+pub(crate) fn nd<'a, A: Clone + Send + Sync, I: GatherIndex>(
+    op: &'static str,
+    input: ArrayViewD<'a, A>,
+    indices: ArrayViewD<'a, I>,
+    batch_dims: usize,
+    zero: &'a [I; 1],
+) -> Result<Call<'a, A, I>, GatherError> {
+    let (r, q, b) = (input.ndim(), indices.ndim(), batch_dims);
+    let batch_error = |detail: String| GatherError::BatchDims {
+        op,
+        batch_dims,
+        input_shape: input.shape().to_vec(),
+        indices_shape: indices.shape().to_vec(),
+        detail,
+    };
+    if q == 0 {
+        return Err(GatherError::RankMismatch {
+            op,
+            input_shape: input.shape().to_vec(),
+            indices_shape: Vec::new(),
+            requirement: "have indices of rank >= 1 (the last dimension holds the coordinates)",
+        });
+    }
+    if b >= q {
+        return Err(batch_error(format!(
+            "it must be less than the indices rank {q} (the last indices dimension holds the coordinates)"
+        )));
+    }
+    let k = indices.shape()[q - 1];
+    if b + k > r {
+        return Err(batch_error(format!(
+            "batch_dims + coordinate size {k} (the last indices dimension) exceeds the input rank {r}"
+        )));
+    }
+    if let Some(d) = (0..b).find(|&d| {
+        let (n, m) = (input.shape()[d], indices.shape()[d]);
+        n != m && n != 1 && m != 1
+    }) {
+        return Err(batch_error(format!(
+            "batch dimension {d} has size {} in the input and {} in the indices (they must be equal, or one of them 1)",
+            input.shape()[d],
+            indices.shape()[d]
+        )));
+    }
+    let (m, t) = (q - 1 - b, r - b - k);
+    let w = k.max(m);
+    let big_r = b + w + t + 1;
+    let lowered_input = unit_axes(input.clone(), b + k, w - k).insert_axis(Axis(big_r - 1));
+    let lowered_indices = if k == 0 {
+        // No coordinates: the values are never read, only the shape counts, so a
+        // zero-stride view of one element stands in for them.
+        let mut shape = indices.shape()[..q - 1].to_vec();
+        shape.resize(big_r, 1);
+        let zeros = IxDyn(&vec![0; big_r]);
+        ArrayViewD::from_shape(IxDyn(&shape).strides(zeros), &zero[..]).map_err(|_| {
+            GatherError::SizeOverflow {
+                op,
+                shape: shape.clone(),
+            }
+        })?
+    } else {
+        unit_axes(indices.clone(), q - 1, big_r - q)
+    };
+    let mut call = Call::new(op, input, indices, (b..b + k).collect());
+    call.input = lowered_input;
+    call.indices = lowered_indices;
+    call.remove = (b + m..b + w).chain([big_r - 1]).collect();
+    Ok(call)
+}
+
+/// numpy.take with no axis (= torch.take): the input flattened in logical row-major order,
+/// then a gather along axis 0. The flattening is a view whenever the layout allows (any
+/// standard-layout input, any 1-D view); otherwise the input is copied once in row-major
+/// order.
+pub(crate) fn flat_view<'a, A: Clone>(input: &'a ndarray::ArrayRef<A, IxDyn>) -> ndarray::CowArray<'a, A, IxDyn> {
+    let n = input.len();
+    match input.to_shape((IxDyn(&[n]), ndarray::Order::RowMajor)) {
+        Ok(flat) => flat,
+        // A length always fits its own array, so this only guards the impossible.
+        Err(_) => ndarray::CowArray::from(input.iter().cloned().collect::<ndarray::Array1<A>>().into_dyn()),
+    }
+}

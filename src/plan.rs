@@ -1,0 +1,297 @@
+//! The planner: turns a call into shapes and strides, or an error, before any element is
+//! read.
+//!
+//! A [`Plan`] describes the output as a set of loops. Each output dimension `d` reads the
+//! input at a *positional* stride (zero on gathered axes and on input dimensions of size 1
+//! that broadcast) and the indices at a *logical* stride (zero where the indices broadcast,
+//! `k` times the actual stride on the folded last dimension). Each gathered axis adds
+//! `resolve(indices[idx_offset + comp_j]) * input_stride_j` to the input offset. Every
+//! wrapper in the crate lowers to this one description.
+
+use crate::error::{GatherError, axis_range};
+
+/// One output dimension: its length and the strides (in elements) at which the output,
+/// the input and the indices advance along it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Loop {
+    pub len: usize,
+    pub out: isize,
+    pub inp: isize,
+    pub idx: isize,
+}
+
+/// One gathered axis: the index found at `idx_offset + comp` selects a position on an
+/// input axis of length `len` and stride `stride`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AxisTerm {
+    pub axis: usize,
+    pub len: usize,
+    pub stride: isize,
+    pub comp: isize,
+}
+
+/// A validated gather: everything the kernel needs except the data pointers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Plan {
+    pub op: &'static str,
+    pub out_shape: Vec<usize>,
+    pub out_len: usize,
+    /// One per output dimension; `out` strides are filled in by [`Plan::loops`].
+    pub dims: Vec<Loop>,
+    pub axes: Vec<AxisTerm>,
+}
+
+/// The layout of one operand: shape and strides in elements, as ndarray reports them.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Layout<'a> {
+    pub shape: &'a [usize],
+    pub strides: &'a [isize],
+}
+
+impl Plan {
+    /// Validates a `gather_multiaxis` call and describes it.
+    ///
+    /// `elem_size` is the size of one output element, so that an output too large to
+    /// allocate is an error here rather than a panic later.
+    pub fn new(
+        op: &'static str,
+        input: Layout<'_>,
+        indices: Layout<'_>,
+        axes: &[usize],
+        elem_size: usize,
+    ) -> Result<Plan, GatherError> {
+        let rank = input.shape.len();
+        if indices.shape.len() != rank {
+            return Err(GatherError::RankMismatch {
+                op,
+                input_shape: input.shape.to_vec(),
+                indices_shape: indices.shape.to_vec(),
+                requirement: "have the same rank",
+            });
+        }
+        for (i, &axis) in axes.iter().enumerate() {
+            if axis >= rank {
+                return Err(GatherError::AxisOutOfBounds {
+                    op,
+                    axis: axis as isize,
+                    ndim: rank,
+                    valid: if rank == 0 {
+                        axis_range(0)
+                    } else {
+                        format!("0..={}", rank - 1)
+                    },
+                });
+            }
+            if axes[..i].contains(&axis) {
+                return Err(GatherError::DuplicateAxis {
+                    op,
+                    axis,
+                    axes: axes.to_vec(),
+                });
+            }
+        }
+
+        // The coordinate size, folded into the last indices dimension.
+        let k = axes.len().max(1);
+        let mut logical = indices.shape.to_vec();
+        if let Some(last) = logical.last_mut() {
+            if *last % k != 0 {
+                return Err(GatherError::CoordinateFold {
+                    op,
+                    indices_shape: indices.shape.to_vec(),
+                    last: *last,
+                    coordinate_size: k,
+                });
+            }
+            *last /= k;
+        }
+
+        let mut out_shape = Vec::with_capacity(rank);
+        for d in 0..rank {
+            let (n, m) = (input.shape[d], logical[d]);
+            let len = if axes.contains(&d) {
+                m
+            } else if n == m || m == 1 {
+                n
+            } else if n == 1 {
+                m
+            } else {
+                return Err(GatherError::ShapeMismatch {
+                    op,
+                    dim: d,
+                    input_shape: input.shape.to_vec(),
+                    indices_shape: logical,
+                    detail: format!("sizes {n} and {m} do not broadcast (one must be 1)"),
+                });
+            };
+            out_shape.push(len);
+        }
+        let out_len = checked_len(&out_shape, elem_size).ok_or_else(|| GatherError::SizeOverflow {
+            op,
+            shape: out_shape.clone(),
+        })?;
+
+        let terms: Vec<AxisTerm> = axes
+            .iter()
+            .enumerate()
+            .map(|(j, &axis)| AxisTerm {
+                axis,
+                len: input.shape[axis],
+                stride: input.strides[axis],
+                comp: j as isize * indices.strides[rank - 1],
+            })
+            .collect();
+        if out_len > 0 {
+            if let Some(t) = terms.iter().find(|t| t.len == 0) {
+                return Err(GatherError::EmptyAxis {
+                    op,
+                    axis: t.axis,
+                    input_shape: input.shape.to_vec(),
+                    output_shape: out_shape,
+                });
+            }
+        }
+
+        let dims = (0..rank)
+            .map(|d| Loop {
+                len: out_shape[d],
+                out: 0,
+                inp: if axes.contains(&d) || input.shape[d] == 1 {
+                    0
+                } else {
+                    input.strides[d]
+                },
+                idx: match (logical[d], d + 1 == rank) {
+                    (1, _) => 0,
+                    (_, true) => indices.strides[d] * k as isize,
+                    (_, false) => indices.strides[d],
+                },
+            })
+            .collect();
+        Ok(Plan {
+            op,
+            out_shape,
+            out_len,
+            dims,
+            axes: terms,
+        })
+    }
+
+    /// The loops over an output with strides `out_strides`, outermost first: dimensions of
+    /// length 1 dropped and neighbours that advance uniformly in all three operands merged,
+    /// so the innermost loop is as long as the layouts allow. Never empty.
+    pub fn loops(&self, out_strides: &[isize]) -> Vec<Loop> {
+        let mut loops: Vec<Loop> = Vec::with_capacity(self.dims.len().max(1));
+        for (dim, &out) in self.dims.iter().zip(out_strides) {
+            if dim.len == 1 {
+                continue;
+            }
+            let inner = Loop { out, ..*dim };
+            if let Some(outer) = loops.last_mut() {
+                let n = inner.len as isize;
+                if outer.out == inner.out * n
+                    && outer.inp == inner.inp * n
+                    && outer.idx == inner.idx * n
+                {
+                    *outer = Loop {
+                        len: outer.len * inner.len,
+                        ..inner
+                    };
+                    continue;
+                }
+            }
+            loops.push(inner);
+        }
+        if loops.is_empty() {
+            loops.push(Loop {
+                len: 1,
+                out: 0,
+                inp: 0,
+                idx: 0,
+            });
+        }
+        loops
+    }
+}
+
+/// The number of elements of `shape`, if it and its size in bytes fit in `isize`.
+pub(crate) fn checked_len(shape: &[usize], elem_size: usize) -> Option<usize> {
+    let len = shape.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n))?;
+    let bytes = len.checked_mul(elem_size.max(1))?;
+    (bytes <= isize::MAX as usize).then_some(len)
+}
+
+/// The row-major multi-index of flat position `flat` in `shape`.
+pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
+    let mut pos = vec![0; shape.len()];
+    for (p, &n) in pos.iter_mut().zip(shape).rev() {
+        if n > 0 {
+            *p = flat % n;
+            flat /= n;
+        }
+    }
+    pos
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lay<'a>(shape: &'a [usize], strides: &'a [isize]) -> Layout<'a> {
+        Layout { shape, strides }
+    }
+
+    #[test]
+    fn seed_shape_example() {
+        // Input [4,2,1,2], indices [1,3,2,2], axes [1] -> output [4,3,2,2].
+        let p = Plan::new(
+            "t",
+            lay(&[4, 2, 1, 2], &[4, 2, 2, 1]),
+            lay(&[1, 3, 2, 2], &[12, 4, 2, 1]),
+            &[1],
+            4,
+        )
+        .unwrap();
+        assert_eq!(p.out_shape, vec![4, 3, 2, 2]);
+        let strides: Vec<isize> = p.dims.iter().map(|d| d.inp).collect();
+        assert_eq!(strides, vec![4, 0, 0, 1]);
+        let strides: Vec<isize> = p.dims.iter().map(|d| d.idx).collect();
+        assert_eq!(strides, vec![0, 4, 2, 1]);
+    }
+
+    #[test]
+    fn loops_merge_block_runs() {
+        // An embedding lookup [P,1,1,Q] with indices [1,R,S,1]: R and S merge, Q is a run.
+        let p = Plan::new(
+            "t",
+            lay(&[50, 1, 1, 8], &[8, 8, 8, 1]),
+            lay(&[1, 3, 4, 1], &[12, 4, 1, 1]),
+            &[0],
+            4,
+        )
+        .unwrap();
+        assert_eq!(p.out_shape, vec![1, 3, 4, 8]);
+        let loops = p.loops(&[96, 32, 8, 1]);
+        assert_eq!(
+            loops,
+            vec![
+                Loop { len: 12, out: 8, inp: 0, idx: 1 },
+                Loop { len: 8, out: 1, inp: 1, idx: 0 },
+            ]
+        );
+    }
+
+    #[test]
+    fn checked_len_limits() {
+        assert_eq!(checked_len(&[], 4), Some(1));
+        assert_eq!(checked_len(&[usize::MAX, 0], 4), Some(0));
+        assert_eq!(checked_len(&[usize::MAX, 2], 1), None);
+        assert_eq!(checked_len(&[1 << 62], 4), None);
+    }
+
+    #[test]
+    fn unravel_row_major() {
+        assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
+        assert_eq!(unravel(0, &[]), Vec::<usize>::new());
+    }
+}
