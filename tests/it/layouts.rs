@@ -1,0 +1,195 @@
+//! Arrays of a given logical shape in every memory layout a caller may pass.
+
+use ndarray::{ArrayBase, ArrayD, Dimension, ArrayViewD, ArrayViewMutD, Axis, IxDyn, Slice};
+use proptest::prelude::*;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Layout {
+    /// Row-major, contiguous.
+    C,
+    /// Column-major, contiguous.
+    F,
+    /// Every axis reversed (negative strides).
+    Reversed,
+    /// Every axis of a twice-as-large array stepped by 2.
+    Stepped,
+    /// Axes permuted (a transposed view of a row-major array).
+    Permuted(u64),
+    /// Dimensions above 1 broadcast from size 1 where the mask bit is set (zero strides).
+    Broadcast(u64),
+}
+
+pub fn any_layout() -> impl Strategy<Value = Layout> {
+    prop_oneof![
+        Just(Layout::C),
+        Just(Layout::F),
+        Just(Layout::Reversed),
+        Just(Layout::Stepped),
+        any::<u64>().prop_map(Layout::Permuted),
+        any::<u64>().prop_map(Layout::Broadcast),
+    ]
+}
+
+pub const ALL: [Layout; 6] = [
+    Layout::C,
+    Layout::F,
+    Layout::Reversed,
+    Layout::Stepped,
+    Layout::Permuted(7),
+    Layout::Broadcast(0b1011),
+];
+
+/// Storage for an array of `shape` in `layout`; `view()` shows it with that shape.
+pub struct Held<T> {
+    base: ArrayD<T>,
+    layout: Layout,
+    shape: Vec<usize>,
+    perm: Vec<usize>,
+}
+
+fn permutation(n: usize, seed: u64) -> Vec<usize> {
+    let mut p: Vec<usize> = (0..n).collect();
+    let mut s = seed | 1;
+    for i in (1..n).rev() {
+        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        p.swap(i, (s >> 33) as usize % (i + 1));
+    }
+    p
+}
+
+impl<T: Clone> Held<T> {
+    /// An array of `shape` in `layout` whose element at logical position `c` is
+    /// `f(row-major flat position of c in shape)` (for Broadcast, of the source position).
+    pub fn new(shape: &[usize], layout: Layout, f: impl Fn(usize) -> T) -> Self {
+        let n = shape.len();
+        let perm = match layout {
+            Layout::Permuted(seed) => permutation(n, seed),
+            _ => (0..n).collect(),
+        };
+        let base_shape: Vec<usize> = match layout {
+            Layout::F => shape.iter().rev().copied().collect(),
+            Layout::Stepped => shape.iter().map(|&s| 2 * s).collect(),
+            Layout::Permuted(_) => perm.iter().map(|&p| shape[p]).collect(),
+            Layout::Broadcast(mask) => shape
+                .iter()
+                .enumerate()
+                .map(|(d, &s)| if mask >> d & 1 == 1 && s > 1 { 1 } else { s })
+                .collect(),
+            _ => shape.to_vec(),
+        };
+        let mut h = Held {
+            base: ArrayD::from_shape_fn(IxDyn(&base_shape), |_| f(0)),
+            layout,
+            shape: shape.to_vec(),
+            perm,
+        };
+        // Fill through the view so that logical position -> value is layout-independent.
+        let logical: Vec<(Vec<usize>, usize)> = {
+            let v = h.view();
+            let src_shape: Vec<usize> = match layout {
+                Layout::Broadcast(_) => h.base_logical_shape(),
+                _ => shape.to_vec(),
+            };
+            v.indexed_iter()
+                .map(|(c, _)| {
+                    let c = c.slice().to_vec();
+                    let flat = c
+                        .iter()
+                        .zip(&src_shape)
+                        .fold(0, |acc, (&x, &n)| acc * n + if n == 1 { 0 } else { x });
+                    (c, flat)
+                })
+                .collect()
+        };
+        for (c, flat) in logical {
+            let value = f(flat);
+            h.element_mut(&c, value);
+        }
+        h
+    }
+
+    fn base_logical_shape(&self) -> Vec<usize> {
+        self.base.shape().to_vec()
+    }
+
+    fn element_mut(&mut self, c: &[usize], value: T) {
+        let n = c.len();
+        let bc: Vec<usize> = match self.layout {
+            Layout::C => c.to_vec(),
+            Layout::F => c.iter().rev().copied().collect(),
+            Layout::Reversed => c.iter().zip(&self.shape).map(|(&x, &s)| s - 1 - x).collect(),
+            Layout::Stepped => c.iter().map(|&x| 2 * x).collect(),
+            Layout::Permuted(_) => (0..n).map(|i| c[self.perm[i]]).collect(),
+            Layout::Broadcast(_) => c
+                .iter()
+                .zip(self.base.shape())
+                .map(|(&x, &s)| if s == 1 { 0 } else { x })
+                .collect(),
+        };
+        self.base[IxDyn(&bc)] = value;
+    }
+
+    pub fn view(&self) -> ArrayViewD<'_, T> {
+        match self.layout {
+            Layout::Broadcast(_) => self.base.broadcast(IxDyn(&self.shape)).expect("broadcastable"),
+            _ => self.arrange(self.base.view()),
+        }
+    }
+
+    /// A mutable view (every layout but `Broadcast`, which cannot be written).
+    pub fn view_mut(&mut self) -> ArrayViewMutD<'_, T> {
+        assert!(!matches!(self.layout, Layout::Broadcast(_)), "a broadcast view is read-only");
+        let (perm, layout) = (self.perm.clone(), self.layout);
+        arrange(self.base.view_mut(), layout, &perm)
+    }
+
+    fn arrange<'a>(&self, v: ArrayViewD<'a, T>) -> ArrayViewD<'a, T> {
+        arrange(v, self.layout, &self.perm)
+    }
+}
+
+fn arrange<S: ndarray::RawData>(mut v: ArrayBase<S, IxDyn>, layout: Layout, perm: &[usize]) -> ArrayBase<S, IxDyn> {
+    match layout {
+        Layout::C | Layout::Broadcast(_) => v,
+        Layout::F => v.reversed_axes(),
+        Layout::Reversed => {
+            for d in 0..v.ndim() {
+                v.invert_axis(Axis(d));
+            }
+            v
+        }
+        Layout::Stepped => {
+            for d in 0..v.ndim() {
+                v.slice_axis_inplace(Axis(d), Slice::new(0, None, 2));
+            }
+            v
+        }
+        Layout::Permuted(_) => {
+            // base axis i holds logical axis perm[i]; undo it.
+            let mut inv = vec![0; perm.len()];
+            for (i, &p) in perm.iter().enumerate() {
+                inv[p] = i;
+            }
+            v.permuted_axes(IxDyn(&inv))
+        }
+    }
+}
+
+#[test]
+fn layouts_show_the_same_logical_array() {
+    let shape = [2, 3, 1, 4];
+    let c = Held::new(&shape, Layout::C, |i| i);
+    for layout in ALL {
+        let h = Held::new(&shape, layout, |i| i);
+        let v = h.view();
+        assert_eq!(v.shape(), &shape);
+        if let Layout::Broadcast(_) = layout {
+            assert!(v.strides().contains(&0), "{layout:?} {:?}", v.strides());
+        } else {
+            assert_eq!(v, c.view(), "{layout:?}");
+        }
+    }
+    let f = Held::new(&shape, Layout::F, |i| i);
+    assert!(f.view().t().is_standard_layout());
+    assert!(Held::new(&shape, Layout::Reversed, |i| i).view().strides().iter().any(|&s| s < 0));
+}

@@ -1,0 +1,8 @@
+//! The integration tests, in one binary to keep link time down.
+
+mod errors;
+mod layouts;
+mod parallel;
+mod props;
+mod reference;
+mod spec;

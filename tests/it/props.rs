@@ -1,0 +1,227 @@
+//! Differential property tests: every call against the naive reference, over random
+//! shapes, axes, broadcast patterns, layouts, index types and element types.
+
+use ndarray::{ArrayD, IxDyn};
+use ndarray_gather::prelude::*;
+use proptest::prelude::*;
+
+use crate::layouts::{Held, Layout, any_layout};
+use crate::reference;
+
+/// Cases per property; `PROPTEST_CASES` overrides (CI keeps the default).
+pub fn config() -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256),
+        ..ProptestConfig::default()
+    }
+}
+
+/// A `gather_multiaxis` call: shapes, axes, index values and layouts.
+#[derive(Debug, Clone)]
+pub struct Problem {
+    pub input_shape: Vec<usize>,
+    pub indices_shape: Vec<usize>,
+    pub axes: Vec<usize>,
+    pub values: Vec<i64>,
+    pub input_layout: Layout,
+    pub indices_layout: Layout,
+    pub out_layout: Layout,
+    pub elem: u8,
+}
+
+/// Index values for an axis of `len`: in range, negative ones included, and with
+/// `bad` an out-of-range one somewhere.
+pub fn index_values(lens: &[usize], count: usize, seeds: &[u64], bad: Option<u64>) -> Vec<i64> {
+    let k = lens.len().max(1);
+    let mut v: Vec<i64> = (0..count)
+        .map(|i| {
+            let len = lens.get(i % k).copied().unwrap_or(1) as i64;
+            let s = seeds[i % seeds.len()].wrapping_mul(i as u64 * 2 + 1) >> 7;
+            if len == 0 { 0 } else { (s % (2 * len as u64)) as i64 - len }
+        })
+        .collect();
+    if let (Some(b), false) = (bad, v.is_empty()) {
+        let i = (b % v.len() as u64) as usize;
+        let len = lens.get(i % k).copied().unwrap_or(1) as i64;
+        v[i] = match b % 4 {
+            0 => len,
+            1 => -len - 1,
+            2 => i64::MAX,
+            _ => i64::MIN,
+        };
+    }
+    v
+}
+
+pub fn problem() -> impl Strategy<Value = Problem> {
+    (0usize..=5)
+        .prop_flat_map(|r| {
+            (
+                proptest::collection::vec(0usize..=3, r),
+                proptest::collection::vec(0usize..=3, r),
+                proptest::collection::vec(0u8..3, r),
+                proptest::collection::vec(any::<bool>(), r),
+                any::<u64>(),
+            )
+        })
+        .prop_flat_map(|(sizes, idx_sizes, patterns, picks, order)| {
+            let r = sizes.len();
+            let mut axes: Vec<usize> = (0..r).filter(|&d| picks[d]).collect();
+            // A random order of the chosen axes.
+            let mut s = order | 1;
+            for i in (1..axes.len()).rev() {
+                s = s.wrapping_mul(6364136223846793005).wrapping_add(1);
+                axes.swap(i, (s >> 33) as usize % (i + 1));
+            }
+            let mut input_shape = sizes.clone();
+            let mut indices_shape = sizes.clone();
+            for d in 0..r {
+                if axes.contains(&d) {
+                    indices_shape[d] = idx_sizes[d];
+                } else {
+                    match patterns[d] {
+                        1 => input_shape[d] = 1,
+                        2 => indices_shape[d] = 1,
+                        _ => {}
+                    }
+                }
+            }
+            if let Some(last) = indices_shape.last_mut() {
+                *last *= axes.len().max(1);
+            }
+            let count: usize = indices_shape.iter().product();
+            let lens: Vec<usize> = axes.iter().map(|&a| input_shape[a]).collect();
+            (
+                Just((input_shape, indices_shape, axes, lens, count)),
+                proptest::collection::vec(any::<u64>(), 1..4),
+                proptest::option::weighted(0.1, any::<u64>()),
+                any_layout(),
+                any_layout(),
+                any_layout(),
+                0u8..4,
+            )
+        })
+        .prop_map(|((input_shape, indices_shape, axes, lens, count), seeds, bad, il, xl, ol, elem)| Problem {
+            values: index_values(&lens, count, &seeds, bad),
+            input_shape,
+            indices_shape,
+            axes,
+            input_layout: il,
+            indices_layout: xl,
+            out_layout: ol,
+            elem,
+        })
+}
+
+/// Element values by flat position, of four kinds.
+pub trait Elem: Clone + Send + Sync + PartialEq + std::fmt::Debug + 'static {
+    fn of(i: usize) -> Self;
+}
+impl Elem for f32 {
+    fn of(i: usize) -> Self {
+        i as f32 + 0.5
+    }
+}
+impl Elem for i64 {
+    fn of(i: usize) -> Self {
+        (i as i64).wrapping_mul(7).wrapping_sub(3)
+    }
+}
+impl Elem for bool {
+    fn of(i: usize) -> Self {
+        i % 3 == 1
+    }
+}
+impl Elem for String {
+    fn of(i: usize) -> Self {
+        format!("s{i}")
+    }
+}
+
+/// Index values converted to `I`; unsigned types see negatives as in-range positives
+/// (or, for the extremes, as huge values).
+pub fn convert<I: TryFrom<i64> + Copy + TryFrom<u64>>(v: i64, len: usize) -> I {
+    match I::try_from(v) {
+        Ok(i) => i,
+        Err(_) => {
+            let u = if v == i64::MIN { u64::MAX } else if len > 0 { v.rem_euclid(len as i64) as u64 } else { 0 };
+            I::try_from(u).ok().unwrap_or_else(|| I::try_from(0i64).ok().unwrap())
+        }
+    }
+}
+
+fn run_multiaxis<A: Elem, I>(p: &Problem) -> Result<(), TestCaseError>
+where
+    I: GatherIndex + TryFrom<i64> + TryFrom<u64> + TryInto<i128>,
+{
+    let input = Held::new(&p.input_shape, p.input_layout, A::of);
+    let k = p.axes.len().max(1);
+    let lens: Vec<usize> = p.axes.iter().map(|&a| p.input_shape[a]).collect();
+    let values: Vec<I> = p
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| convert(v, lens.get(i % k).copied().unwrap_or(1)))
+        .collect();
+    let indices = Held::new(&p.indices_shape, p.indices_layout, |i| values[i]);
+    // Broadcast layouts repeat some values: take the indices as the view shows them.
+    let (iv, xv) = (input.view(), indices.view());
+    let expected = reference::multiaxis(&iv, &xv, &p.axes);
+    let got = iv.gather_multiaxis(&xv, &p.axes);
+    match (&expected, &got) {
+        (Ok(e), Ok(g)) => prop_assert_eq!(e, g),
+        (Err(()), Err(_)) => {}
+        _ => prop_assert!(false, "reference {:?} but gather_multiaxis {:?}", expected, got),
+    }
+    // The same into a pre-filled `out` in another layout.
+    if let Ok(e) = &expected {
+        let out_shape = e.shape().to_vec();
+        let mut storage = Held::new(&out_shape, non_broadcast(p.out_layout), |_| A::of(usize::MAX / 2));
+        let mut out = storage.view_mut();
+        iv.gather_multiaxis_into(&xv, &p.axes, &mut out).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        prop_assert_eq!(&out.to_owned(), e);
+        // A wrong-shaped `out` is refused.
+        let mut wrong = ArrayD::from_elem(IxDyn(&[out_shape.iter().product::<usize>() + 1]), A::of(1));
+        let r = iv.gather_multiaxis_into(&xv, &p.axes, &mut wrong);
+        prop_assert!(matches!(r, Err(GatherError::OutputShape { .. })), "{:?}", r);
+        prop_assert!(wrong.iter().all(|x| *x == A::of(1)));
+    }
+    Ok(())
+}
+
+fn non_broadcast(l: Layout) -> Layout {
+    match l {
+        Layout::Broadcast(_) => Layout::F,
+        l => l,
+    }
+}
+
+pub fn run_elem<I>(p: &Problem) -> Result<(), TestCaseError>
+where
+    I: GatherIndex + TryFrom<i64> + TryFrom<u64> + TryInto<i128>,
+{
+    match p.elem {
+        0 => run_multiaxis::<f32, I>(p),
+        1 => run_multiaxis::<i64, I>(p),
+        2 => run_multiaxis::<bool, I>(p),
+        _ => run_multiaxis::<String, I>(p),
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn multiaxis_matches_reference_i64(p in problem()) { run_elem::<i64>(&p)?; }
+    #[test]
+    fn multiaxis_matches_reference_i32(p in problem()) { run_elem::<i32>(&p)?; }
+    #[test]
+    fn multiaxis_matches_reference_isize(p in problem()) { run_elem::<isize>(&p)?; }
+    #[test]
+    fn multiaxis_matches_reference_u32(p in problem()) { run_elem::<u32>(&p)?; }
+    #[test]
+    fn multiaxis_matches_reference_u64(p in problem()) { run_elem::<u64>(&p)?; }
+    #[test]
+    fn multiaxis_matches_reference_usize(p in problem()) { run_elem::<usize>(&p)?; }
+}
+
