@@ -140,7 +140,13 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
             .map_err(|BadIndex| self.index_error(&plan))
     }
 
-    fn execute(&self, plan: &Plan, loops: &[crate::plan::Loop], out: *mut A, store: Store) -> Result<(), BadIndex> {
+    fn execute(
+        &self,
+        plan: &Plan,
+        loops: &[crate::plan::Loop],
+        out: *mut A,
+        store: Store,
+    ) -> Result<(), BadIndex> {
         let Some((lane, outer)) = loops.split_last() else {
             return Err(BadIndex); // `Plan::loops` is never empty
         };
@@ -177,8 +183,9 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
         }
         let lens: Vec<usize> = plan.axes.iter().map(|a| a.len).collect();
         let ok = |lane: &[I]| {
-            lane.chunks_exact(lens.len())
-                .fold(true, |ok, c| ok & c.iter().zip(&lens).all(|(v, &n)| v.resolve_raise(n).is_some()))
+            lane.chunks_exact(lens.len()).fold(true, |ok, c| {
+                ok & c.iter().zip(&lens).all(|(v, &n)| v.resolve_raise(n).is_some())
+            })
         };
         let all_ok = match self.indices.as_slice_memory_order() {
             Some(s) if self.indices.is_standard_layout() || lens.len() == 1 => {
@@ -194,7 +201,11 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
                 None => ok(&row.to_vec()),
             }),
         };
-        if all_ok { Ok(()) } else { Err(self.index_error(plan)) }
+        if all_ok {
+            Ok(())
+        } else {
+            Err(self.index_error(plan))
+        }
     }
 
     /// The error for the first (row-major) out-of-range index.
@@ -202,7 +213,9 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
         let k = plan.axes.len().max(1);
         let last = self.indices.shape().last().copied().unwrap_or(1).max(1);
         for (flat, v) in self.indices.iter().enumerate() {
-            let Some(term) = plan.axes.get((flat % last) % k) else { break };
+            let Some(term) = plan.axes.get((flat % last) % k) else {
+                break;
+            };
             if resolve(*v, term.len, self.mode).is_none() {
                 return GatherError::IndexOutOfBounds {
                     op: self.op,
@@ -220,7 +233,10 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
 /// Only reached if the kernel and the scan disagree, which would be a bug in this crate.
 #[cold]
 fn unreachable_index_error(op: &'static str) -> GatherError {
-    debug_assert!(false, "{op}: the kernel reported a bad index the scan did not find");
+    debug_assert!(
+        false,
+        "{op}: the kernel reported a bad index the scan did not find"
+    );
     GatherError::IndexOutOfBounds {
         op,
         index: 0,
@@ -240,4 +256,3 @@ pub(crate) fn c_strides(shape: &[usize]) -> Vec<isize> {
     }
     strides
 }
-

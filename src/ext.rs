@@ -348,7 +348,12 @@ where
         if self.ndim() == 0 && indices.ndim() == 0 && axes.is_empty() {
             return Ok(self.to_owned());
         }
-        let call = Call::new(OP, self.view().into_dyn(), indices.view().into_dyn(), axes.to_vec());
+        let call = Call::new(
+            OP,
+            self.view().into_dyn(),
+            indices.view().into_dyn(),
+            axes.to_vec(),
+        );
         into_dim(OP, call.alloc()?)
     }
 
@@ -403,7 +408,15 @@ where
         batch_dims: usize,
     ) -> Result<ArrayD<A>, GatherError> {
         let (input, indices) = (self.view().into_dyn(), indices.view().into_dyn());
-        lower::batched("gather_batched", input, indices, axis, batch_dims, IndexMode::Raise)?.alloc()
+        lower::batched(
+            "gather_batched",
+            input,
+            indices,
+            axis,
+            batch_dims,
+            IndexMode::Raise,
+        )?
+        .alloc()
     }
 
     fn take<I: GatherIndex, E: Dimension>(

@@ -79,8 +79,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         #[cfg(feature = "rayon")]
         {
             let bytes = total.saturating_mul(
-                std::mem::size_of::<A>() + usize::from(!self.axes.is_empty() && self.lane.idx != 0)
-                    * std::mem::size_of::<I>(),
+                std::mem::size_of::<A>()
+                    + usize::from(!self.axes.is_empty() && self.lane.idx != 0) * std::mem::size_of::<I>(),
             );
             if bytes >= PARALLEL_MIN_BYTES && rayon::current_num_threads() > 1 {
                 // SAFETY: forwarded from this function's contract.
@@ -127,13 +127,15 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                     Ok(Err(BadIndex)) => failed.store(true, Ordering::Relaxed),
                     Err(payload) => {
                         failed.store(true, Ordering::Relaxed);
-                        panic.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(payload);
+                        panic
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(payload);
                     }
                 }
             }
         };
-        let helpers = rayon::current_num_threads()
-            - usize::from(rayon::current_thread_index().is_some());
+        let helpers = rayon::current_num_threads() - usize::from(rayon::current_thread_index().is_some());
         rayon::in_place_scope(|s| {
             for _ in 0..helpers.min(chunks - 1) {
                 s.spawn(|_| work());
@@ -151,7 +153,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             }
             resume_unwind(payload);
         }
-        if failed.into_inner() { Err(BadIndex) } else { Ok(()) }
+        if failed.into_inner() {
+            Err(BadIndex)
+        } else {
+            Ok(())
+        }
     }
 
     /// Gathers the output positions `start..end` (row-major over the loops).
@@ -163,7 +169,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         let mut guard = InitGuard {
             // SAFETY (pointer arithmetic): for `Store::Init` the output is contiguous and
             // `start <= len`; for `Store::Assign` the pointer is never used.
-            base: if self.store == Store::Init { unsafe { self.out.add(start) } } else { self.out },
+            base: if self.store == Store::Init {
+                unsafe { self.out.add(start) }
+            } else {
+                self.out
+            },
             written: 0,
             armed: self.store == Store::Init && needs_drop::<A>(),
         };
@@ -261,7 +271,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                 // SAFETY: as above, per element.
                 unsafe {
                     let g = self.gathered::<R>(o_idx + i * l.idx)?;
-                    store(self.out.offset(o_out + i * l.out), &*self.inp.offset(o_inp + i * l.inp + g), init);
+                    store(
+                        self.out.offset(o_out + i * l.out),
+                        &*self.inp.offset(o_inp + i * l.inp + g),
+                        init,
+                    );
                 }
                 *written += 1;
             }

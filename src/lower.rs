@@ -74,7 +74,9 @@ pub(crate) fn batched<'a, A: Clone + Send + Sync, I: GatherIndex>(
         return Err(batch_error(format!("it exceeds the indices rank {q}")));
     }
     if batch_dims > a {
-        return Err(batch_error(format!("it exceeds the axis {a} (axis >= batch_dims is required)")));
+        return Err(batch_error(format!(
+            "it exceeds the axis {a} (axis >= batch_dims is required)"
+        )));
     }
     if let Some(d) = (0..batch_dims).find(|&d| input.shape()[d] != indices.shape()[d]) {
         return Err(batch_error(format!(
@@ -84,14 +86,13 @@ pub(crate) fn batched<'a, A: Clone + Send + Sync, I: GatherIndex>(
         )));
     }
     let m = q - batch_dims;
-    let mut call = Call::new(
-        op,
-        input.clone(),
-        indices.clone(),
-        vec![a],
-    );
+    let mut call = Call::new(op, input.clone(), indices.clone(), vec![a]);
     call.input = unit_axes(input, a + 1, m);
-    call.indices = unit_axes(unit_axes(indices, batch_dims, a + 1 - batch_dims), q + a + 1 - batch_dims, r - a - 1);
+    call.indices = unit_axes(
+        unit_axes(indices, batch_dims, a + 1 - batch_dims),
+        q + a + 1 - batch_dims,
+        r - a - 1,
+    );
     call.mode = mode;
     call.remove = vec![a];
     Ok(call)
@@ -220,7 +221,9 @@ pub(crate) fn nd<'a, A: Clone + Send + Sync, I: GatherIndex>(
 /// then a gather along axis 0. The flattening is a view whenever the layout allows (any
 /// standard-layout input, any 1-D view); otherwise the input is copied once in row-major
 /// order.
-pub(crate) fn flat_view<'a, A: Clone>(input: &'a ndarray::ArrayRef<A, IxDyn>) -> ndarray::CowArray<'a, A, IxDyn> {
+pub(crate) fn flat_view<'a, A: Clone>(
+    input: &'a ndarray::ArrayRef<A, IxDyn>,
+) -> ndarray::CowArray<'a, A, IxDyn> {
     let n = input.len();
     match input.to_shape((IxDyn(&[n]), ndarray::Order::RowMajor)) {
         Ok(flat) => flat,

@@ -189,10 +189,7 @@ impl Plan {
             let inner = Loop { out, ..*dim };
             if let Some(outer) = loops.last_mut() {
                 let n = inner.len as isize;
-                if outer.out == inner.out * n
-                    && outer.inp == inner.inp * n
-                    && outer.idx == inner.idx * n
-                {
+                if outer.out == inner.out * n && outer.inp == inner.inp * n && outer.idx == inner.idx * n {
                     *outer = Loop {
                         len: outer.len * inner.len,
                         ..inner
@@ -275,8 +272,18 @@ mod tests {
         assert_eq!(
             loops,
             vec![
-                Loop { len: 12, out: 8, inp: 0, idx: 1 },
-                Loop { len: 8, out: 1, inp: 1, idx: 0 },
+                Loop {
+                    len: 12,
+                    out: 8,
+                    inp: 0,
+                    idx: 1
+                },
+                Loop {
+                    len: 8,
+                    out: 1,
+                    inp: 1,
+                    idx: 0
+                },
             ]
         );
     }

@@ -9,7 +9,9 @@ fn msg(e: &GatherError) -> String {
 
 #[test]
 fn rank_mismatch_names_both_shapes() {
-    let e = Array2::<f32>::zeros((2, 3)).gather_multiaxis(&array![0_i64], &[0]).unwrap_err();
+    let e = Array2::<f32>::zeros((2, 3))
+        .gather_multiaxis(&array![0_i64], &[0])
+        .unwrap_err();
     assert!(matches!(e, GatherError::RankMismatch { .. }), "{e:?}");
     assert_eq!(
         msg(&e),
@@ -21,39 +23,75 @@ fn rank_mismatch_names_both_shapes() {
 fn axis_out_of_bounds_names_axis_and_rank() {
     let a = Array2::<f32>::zeros((2, 3));
     let e = a.gather_multiaxis(&array![[0_i64]], &[2]).unwrap_err();
-    assert!(matches!(e, GatherError::AxisOutOfBounds { axis: 2, ndim: 2, .. }), "{e:?}");
-    assert_eq!(msg(&e), "gather_multiaxis: axis 2 is out of bounds for an input of rank 2 (valid: 0..=1)");
+    assert!(
+        matches!(e, GatherError::AxisOutOfBounds { axis: 2, ndim: 2, .. }),
+        "{e:?}"
+    );
+    assert_eq!(
+        msg(&e),
+        "gather_multiaxis: axis 2 is out of bounds for an input of rank 2 (valid: 0..=1)"
+    );
     let e = a.gather(&array![0_i64], -3).unwrap_err();
-    assert_eq!(msg(&e), "gather: axis -3 is out of bounds for an input of rank 2 (valid: -2..=1)");
+    assert_eq!(
+        msg(&e),
+        "gather: axis -3 is out of bounds for an input of rank 2 (valid: -2..=1)"
+    );
     let e = arr0(1.0).gather(&array![0_i64], 0).unwrap_err();
-    assert_eq!(msg(&e), "gather: axis 0 is out of bounds for an input of rank 0 (valid: none, the input has no axes)");
+    assert_eq!(
+        msg(&e),
+        "gather: axis 0 is out of bounds for an input of rank 0 (valid: none, the input has no axes)"
+    );
 }
 
 #[test]
 fn duplicate_axis_names_the_axes() {
-    let e = Array2::<f32>::zeros((2, 3)).gather_multiaxis(&array![[0_i64, 0]], &[1, 1]).unwrap_err();
+    let e = Array2::<f32>::zeros((2, 3))
+        .gather_multiaxis(&array![[0_i64, 0]], &[1, 1])
+        .unwrap_err();
     assert!(matches!(e, GatherError::DuplicateAxis { axis: 1, .. }), "{e:?}");
-    assert_eq!(msg(&e), "gather_multiaxis: axis 1 appears more than once in axes [1, 1]");
+    assert_eq!(
+        msg(&e),
+        "gather_multiaxis: axis 1 appears more than once in axes [1, 1]"
+    );
 }
 
 #[test]
 fn coordinate_fold_names_last_dimension_and_k() {
-    let e = Array2::<f32>::zeros((2, 3)).gather_multiaxis(&array![[0_i64, 0, 0]], &[0, 1]).unwrap_err();
-    assert!(matches!(e, GatherError::CoordinateFold { last: 3, coordinate_size: 2, .. }), "{e:?}");
+    let e = Array2::<f32>::zeros((2, 3))
+        .gather_multiaxis(&array![[0_i64, 0, 0]], &[0, 1])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GatherError::CoordinateFold {
+                last: 3,
+                coordinate_size: 2,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert!(msg(&e).contains("[1, 3]") && msg(&e).contains("is 3") && msg(&e).contains("coordinate size 2"));
 }
 
 #[test]
 fn shape_mismatch_names_dimension_and_sizes() {
-    let e = Array2::<f32>::zeros((2, 3)).gather_multiaxis(&Array2::<i64>::zeros((3, 1)), &[1]).unwrap_err();
+    let e = Array2::<f32>::zeros((2, 3))
+        .gather_multiaxis(&Array2::<i64>::zeros((3, 1)), &[1])
+        .unwrap_err();
     assert!(matches!(e, GatherError::ShapeMismatch { dim: 0, .. }), "{e:?}");
     assert_eq!(
         msg(&e),
         "gather_multiaxis: dimension 0 of input shape [2, 3] and indices shape [3, 1] is incompatible: \
          sizes 2 and 3 do not broadcast (one must be 1)"
     );
-    let e = Array2::<f32>::zeros((2, 3)).gather_elements(&Array2::<i64>::zeros((3, 1)), 1).unwrap_err();
-    assert!(msg(&e).contains("the indices size 3 exceeds the input size 2"), "{e}");
+    let e = Array2::<f32>::zeros((2, 3))
+        .gather_elements(&Array2::<i64>::zeros((3, 1)), 1)
+        .unwrap_err();
+    assert!(
+        msg(&e).contains("the indices size 3 exceeds the input size 2"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -62,7 +100,13 @@ fn index_out_of_bounds_names_value_position_axis_and_length() {
     let e = a.gather_multiaxis(&array![[0_i64, 1], [1, 7]], &[1]).unwrap_err();
     assert_eq!(
         e,
-        GatherError::IndexOutOfBounds { op: "gather_multiaxis", index: 7, position: vec![1, 1], axis: 1, axis_len: 3 }
+        GatherError::IndexOutOfBounds {
+            op: "gather_multiaxis",
+            index: 7,
+            position: vec![1, 1],
+            axis: 1,
+            axis_len: 3
+        }
     );
     assert_eq!(
         msg(&e),
@@ -70,9 +114,13 @@ fn index_out_of_bounds_names_value_position_axis_and_length() {
     );
     // Positions are those of the caller's indices, not of the lowered view.
     let e = a.gather(&array![[0_i64], [-3]], 0).unwrap_err();
-    assert!(matches!(e, GatherError::IndexOutOfBounds { index: -3, axis: 0, axis_len: 2, ref position, .. } if position == &vec![1, 0]));
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: -3, axis: 0, axis_len: 2, ref position, .. } if position == &vec![1, 0])
+    );
     let e = a.gather_nd(&array![[0_i64, 1], [1, 3]], 0).unwrap_err();
-    assert!(matches!(e, GatherError::IndexOutOfBounds { index: 3, axis: 1, axis_len: 3, ref position, .. } if position == &vec![1, 1]));
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: 3, axis: 1, axis_len: 3, ref position, .. } if position == &vec![1, 1])
+    );
     // Unsigned values above i64::MAX are positive.
     let e = a.gather(&array![u64::MAX], 1).unwrap_err();
     assert!(matches!(e, GatherError::IndexOutOfBounds { index, .. } if index == u64::MAX as i128));
@@ -91,20 +139,34 @@ fn empty_axis_with_nonempty_output() {
         "gather: axis 1 of input shape [2, 0] has length 0, so no index into it is valid, but the output of shape [2, 1] is not empty"
     );
     for mode in [IndexMode::Raise, IndexMode::Wrap, IndexMode::Clip] {
-        assert!(matches!(a.take(&array![0_i64], Some(1), mode), Err(GatherError::EmptyAxis { .. })));
+        assert!(matches!(
+            a.take(&array![0_i64], Some(1), mode),
+            Err(GatherError::EmptyAxis { .. })
+        ));
     }
     // A zero-size output is fine, and its indices are not read.
     assert_eq!(a.gather(&Array::<i64, _>::zeros(0), 1).unwrap().shape(), &[2, 0]);
-    assert_eq!(Array2::<f32>::zeros((0, 3)).gather(&array![9_i64], 1).unwrap().shape(), &[0, 1]);
+    assert_eq!(
+        Array2::<f32>::zeros((0, 3))
+            .gather(&array![9_i64], 1)
+            .unwrap()
+            .shape(),
+        &[0, 1]
+    );
 }
 
 #[test]
 fn output_shape_of_into() {
     let a = Array2::<f32>::zeros((2, 3));
     let mut out = Array2::<f32>::ones((2, 2));
-    let e = a.gather_multiaxis_into(&array![[0_i64, 1, 2]], &[1], &mut out).unwrap_err();
+    let e = a
+        .gather_multiaxis_into(&array![[0_i64, 1, 2]], &[1], &mut out)
+        .unwrap_err();
     assert!(matches!(e, GatherError::OutputShape { .. }), "{e:?}");
-    assert_eq!(msg(&e), "gather_multiaxis_into: out has shape [2, 2], but the output shape is [2, 3]");
+    assert_eq!(
+        msg(&e),
+        "gather_multiaxis_into: out has shape [2, 2], but the output shape is [2, 3]"
+    );
     assert!(out.iter().all(|&x| x == 1.0));
 }
 
@@ -125,7 +187,9 @@ fn size_overflow_without_allocating() {
     let big = 1usize << 40;
     let a = ArrayD::<u8>::zeros(IxDyn(&[1, 1]));
     let v = a.broadcast(IxDyn(&[big, 1])).unwrap();
-    let idx = ArrayD::<i64>::zeros(IxDyn(&[1, 0])).into_shape_with_order(IxDyn(&[1, 0])).unwrap();
+    let idx = ArrayD::<i64>::zeros(IxDyn(&[1, 0]))
+        .into_shape_with_order(IxDyn(&[1, 0]))
+        .unwrap();
     // [big, 0] is empty: fine.
     assert_eq!(v.gather_multiaxis(&idx, &[1]).unwrap().shape(), &[big, 0]);
     let idx = ArrayD::<i64>::zeros(IxDyn(&[1, 1]));
@@ -140,11 +204,17 @@ fn batch_dims_errors() {
     let a = Array::<f32, _>::zeros((2, 3, 4));
     let e = a.gather_batched(&Array2::<i64>::zeros((3, 1)), 1, 1).unwrap_err();
     assert!(matches!(e, GatherError::BatchDims { batch_dims: 1, .. }), "{e:?}");
-    assert!(msg(&e).contains("batch dimension 0 has size 2 in the input and 3 in the indices"), "{e}");
+    assert!(
+        msg(&e).contains("batch dimension 0 has size 2 in the input and 3 in the indices"),
+        "{e}"
+    );
     let e = a.gather_batched(&Array2::<i64>::zeros((2, 1)), 0, 1).unwrap_err();
     assert!(msg(&e).contains("exceeds the axis 0"), "{e}");
     let e = a.gather_nd(&Array2::<i64>::zeros((2, 3)), 1).unwrap_err();
-    assert!(msg(&e).contains("coordinate size 3") && msg(&e).contains("input rank 3"), "{e}");
+    assert!(
+        msg(&e).contains("coordinate size 3") && msg(&e).contains("input rank 3"),
+        "{e}"
+    );
     let e = a.gather_nd(&Array2::<i64>::zeros((2, 1)), 2).unwrap_err();
     assert!(msg(&e).contains("less than the indices rank 2"), "{e}");
     let e = a.gather_nd(&arr0(0_i64), 0).unwrap_err();

@@ -1,6 +1,6 @@
 //! Arrays of a given logical shape in every memory layout a caller may pass.
 
-use ndarray::{ArrayBase, ArrayD, Dimension, ArrayViewD, ArrayViewMutD, Axis, IxDyn, Slice};
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, Dimension, IxDyn, Slice};
 use proptest::prelude::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -51,7 +51,9 @@ fn permutation(n: usize, seed: u64) -> Vec<usize> {
     let mut p: Vec<usize> = (0..n).collect();
     let mut s = seed | 1;
     for i in (1..n).rev() {
-        s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         p.swap(i, (s >> 33) as usize % (i + 1));
     }
     p
@@ -138,7 +140,10 @@ impl<T: Clone> Held<T> {
 
     /// A mutable view (every layout but `Broadcast`, which cannot be written).
     pub fn view_mut(&mut self) -> ArrayViewMutD<'_, T> {
-        assert!(!matches!(self.layout, Layout::Broadcast(_)), "a broadcast view is read-only");
+        assert!(
+            !matches!(self.layout, Layout::Broadcast(_)),
+            "a broadcast view is read-only"
+        );
         let (perm, layout) = (self.perm.clone(), self.layout);
         arrange(self.base.view_mut(), layout, &perm)
     }
@@ -148,7 +153,11 @@ impl<T: Clone> Held<T> {
     }
 }
 
-fn arrange<S: ndarray::RawData>(mut v: ArrayBase<S, IxDyn>, layout: Layout, perm: &[usize]) -> ArrayBase<S, IxDyn> {
+fn arrange<S: ndarray::RawData>(
+    mut v: ArrayBase<S, IxDyn>,
+    layout: Layout,
+    perm: &[usize],
+) -> ArrayBase<S, IxDyn> {
     match layout {
         Layout::C | Layout::Broadcast(_) => v,
         Layout::F => v.reversed_axes(),
@@ -191,5 +200,11 @@ fn layouts_show_the_same_logical_array() {
     }
     let f = Held::new(&shape, Layout::F, |i| i);
     assert!(f.view().t().is_standard_layout());
-    assert!(Held::new(&shape, Layout::Reversed, |i| i).view().strides().iter().any(|&s| s < 0));
+    assert!(
+        Held::new(&shape, Layout::Reversed, |i| i)
+            .view()
+            .strides()
+            .iter()
+            .any(|&s| s < 0)
+    );
 }

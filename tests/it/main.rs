@@ -6,3 +6,4 @@ mod parallel;
 mod props;
 mod reference;
 mod spec;
+mod wrappers;

@@ -11,9 +11,17 @@ use crate::reference;
 /// Cases per property; `PROPTEST_CASES` overrides (CI keeps the default).
 pub fn config() -> ProptestConfig {
     ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|s| s.parse().ok()).unwrap_or(256),
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(256),
         ..ProptestConfig::default()
     }
+}
+
+/// A dimension size: 1 to 3, sometimes 0.
+pub fn size() -> impl Strategy<Value = usize> {
+    prop_oneof![1 => Just(0usize), 8 => 1usize..=3]
 }
 
 /// A `gather_multiaxis` call: shapes, axes, index values and layouts.
@@ -37,7 +45,11 @@ pub fn index_values(lens: &[usize], count: usize, seeds: &[u64], bad: Option<u64
         .map(|i| {
             let len = lens.get(i % k).copied().unwrap_or(1) as i64;
             let s = seeds[i % seeds.len()].wrapping_mul(i as u64 * 2 + 1) >> 7;
-            if len == 0 { 0 } else { (s % (2 * len as u64)) as i64 - len }
+            if len == 0 {
+                0
+            } else {
+                (s % (2 * len as u64)) as i64 - len
+            }
         })
         .collect();
     if let (Some(b), false) = (bad, v.is_empty()) {
@@ -57,8 +69,8 @@ pub fn problem() -> impl Strategy<Value = Problem> {
     (0usize..=5)
         .prop_flat_map(|r| {
             (
-                proptest::collection::vec(0usize..=3, r),
-                proptest::collection::vec(0usize..=3, r),
+                proptest::collection::vec(size(), r),
+                proptest::collection::vec(size(), r),
                 proptest::collection::vec(0u8..3, r),
                 proptest::collection::vec(any::<bool>(), r),
                 any::<u64>(),
@@ -101,16 +113,18 @@ pub fn problem() -> impl Strategy<Value = Problem> {
                 0u8..4,
             )
         })
-        .prop_map(|((input_shape, indices_shape, axes, lens, count), seeds, bad, il, xl, ol, elem)| Problem {
-            values: index_values(&lens, count, &seeds, bad),
-            input_shape,
-            indices_shape,
-            axes,
-            input_layout: il,
-            indices_layout: xl,
-            out_layout: ol,
-            elem,
-        })
+        .prop_map(
+            |((input_shape, indices_shape, axes, lens, count), seeds, bad, il, xl, ol, elem)| Problem {
+                values: index_values(&lens, count, &seeds, bad),
+                input_shape,
+                indices_shape,
+                axes,
+                input_layout: il,
+                indices_layout: xl,
+                out_layout: ol,
+                elem,
+            },
+        )
 }
 
 /// Element values by flat position, of four kinds.
@@ -125,6 +139,16 @@ impl Elem for f32 {
 impl Elem for i64 {
     fn of(i: usize) -> Self {
         (i as i64).wrapping_mul(7).wrapping_sub(3)
+    }
+}
+impl Elem for f64 {
+    fn of(i: usize) -> Self {
+        -(i as f64) - 0.25
+    }
+}
+impl Elem for u8 {
+    fn of(i: usize) -> Self {
+        (i % 251) as u8
     }
 }
 impl Elem for bool {
@@ -144,8 +168,16 @@ pub fn convert<I: TryFrom<i64> + Copy + TryFrom<u64>>(v: i64, len: usize) -> I {
     match I::try_from(v) {
         Ok(i) => i,
         Err(_) => {
-            let u = if v == i64::MIN { u64::MAX } else if len > 0 { v.rem_euclid(len as i64) as u64 } else { 0 };
-            I::try_from(u).ok().unwrap_or_else(|| I::try_from(0i64).ok().unwrap())
+            let u = if v == i64::MIN {
+                u64::MAX
+            } else if len > 0 {
+                v.rem_euclid(len as i64) as u64
+            } else {
+                0
+            };
+            I::try_from(u)
+                .ok()
+                .unwrap_or_else(|| I::try_from(0i64).ok().unwrap())
         }
     }
 }
@@ -178,7 +210,8 @@ where
         let out_shape = e.shape().to_vec();
         let mut storage = Held::new(&out_shape, non_broadcast(p.out_layout), |_| A::of(usize::MAX / 2));
         let mut out = storage.view_mut();
-        iv.gather_multiaxis_into(&xv, &p.axes, &mut out).map_err(|e| TestCaseError::fail(e.to_string()))?;
+        iv.gather_multiaxis_into(&xv, &p.axes, &mut out)
+            .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert_eq!(&out.to_owned(), e);
         // A wrong-shaped `out` is refused.
         let mut wrong = ArrayD::from_elem(IxDyn(&[out_shape.iter().product::<usize>() + 1]), A::of(1));
@@ -224,4 +257,3 @@ proptest! {
     #[test]
     fn multiaxis_matches_reference_usize(p in problem()) { run_elem::<usize>(&p)?; }
 }
-

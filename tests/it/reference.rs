@@ -5,7 +5,8 @@ use ndarray::{ArrayD, ArrayViewD, Dimension, IxDyn};
 
 /// Any index value as the integer it denotes.
 pub fn int<I: TryInto<i128> + Copy>(v: I) -> i128 {
-    v.try_into().unwrap_or_else(|_| panic!("every index type fits in i128"))
+    v.try_into()
+        .unwrap_or_else(|_| panic!("every index type fits in i128"))
 }
 
 /// numpy.take's index modes, applied to a true integer value.
@@ -24,7 +25,11 @@ pub fn norm(v: i128, len: usize, mode: Mode) -> Result<usize, ()> {
     match mode {
         Mode::Raise => {
             let v = if v < 0 { v + n } else { v };
-            if (0..n).contains(&v) { Ok(v as usize) } else { Err(()) }
+            if (0..n).contains(&v) {
+                Ok(v as usize)
+            } else {
+                Err(())
+            }
         }
         Mode::Wrap => Ok(v.rem_euclid(n) as usize),
         Mode::Clip => Ok(v.clamp(0, n - 1) as usize),
@@ -78,10 +83,16 @@ pub fn multiaxis<A: Clone, I: TryInto<i128> + Copy>(
     logical[r - 1] /= k;
     let mut out_shape = vec![0; r];
     for d in 0..r {
-        out_shape[d] = if axes.contains(&d) { logical[d] } else { bcast(input.shape()[d], logical[d])? };
+        out_shape[d] = if axes.contains(&d) {
+            logical[d]
+        } else {
+            bcast(input.shape()[d], logical[d])?
+        };
     }
     build(out_shape, |o| {
-        let mut ic: Vec<usize> = (0..r).map(|d| if input.shape()[d] == 1 { 0 } else { o[d] }).collect();
+        let mut ic: Vec<usize> = (0..r)
+            .map(|d| if input.shape()[d] == 1 { 0 } else { o[d] })
+            .collect();
         let mut xc: Vec<usize> = (0..r).map(|d| if logical[d] == 1 { 0 } else { o[d] }).collect();
         xc[r - 1] *= k;
         for &axis in axes {
@@ -95,7 +106,11 @@ pub fn multiaxis<A: Clone, I: TryInto<i128> + Copy>(
 
 fn axis_of(axis: isize, r: usize) -> Result<usize, ()> {
     let a = if axis < 0 { axis + r as isize } else { axis };
-    if (0..r as isize).contains(&a) { Ok(a as usize) } else { Err(()) }
+    if (0..r as isize).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(())
+    }
 }
 
 /// ONNX Gather / numpy.take(axis): out[pre, j.., post] = in[pre, indices[j..], post].
@@ -121,7 +136,12 @@ pub fn batched<A: Clone, I: TryInto<i128> + Copy>(
     if b > q || b > a || (0..b).any(|d| input.shape()[d] != indices.shape()[d]) {
         return Err(());
     }
-    let shape: Vec<usize> = [&input.shape()[..a], &indices.shape()[b..], &input.shape()[a + 1..]].concat();
+    let shape: Vec<usize> = [
+        &input.shape()[..a],
+        &indices.shape()[b..],
+        &input.shape()[a + 1..],
+    ]
+    .concat();
     build(shape, |o| {
         let pre = &o[..a];
         let jdx: Vec<usize> = [&pre[..b], &o[a..a + q - b]].concat();
@@ -163,13 +183,23 @@ pub fn along_axis<A: Clone, I: TryInto<i128> + Copy>(
         return Err(());
     }
     let a = axis_of(axis, r)?;
-    let mut shape = vec![0; r];
-    for d in 0..r {
-        shape[d] = if d == a { indices.shape()[d] } else { bcast(input.shape()[d], indices.shape()[d])? };
-    }
+    let shape: Result<Vec<usize>, ()> = (0..r)
+        .map(|d| {
+            if d == a {
+                Ok(indices.shape()[d])
+            } else {
+                bcast(input.shape()[d], indices.shape()[d])
+            }
+        })
+        .collect();
+    let shape = shape?;
     build(shape, |o| {
-        let xc: Vec<usize> = (0..r).map(|d| if indices.shape()[d] == 1 { 0 } else { o[d] }).collect();
-        let mut ic: Vec<usize> = (0..r).map(|d| if input.shape()[d] == 1 { 0 } else { o[d] }).collect();
+        let xc: Vec<usize> = (0..r)
+            .map(|d| if indices.shape()[d] == 1 { 0 } else { o[d] })
+            .collect();
+        let mut ic: Vec<usize> = (0..r)
+            .map(|d| if input.shape()[d] == 1 { 0 } else { o[d] })
+            .collect();
         ic[a] = norm(int(indices[IxDyn(&xc)]), input.shape()[a], Mode::Raise)?;
         Ok(input[IxDyn(&ic)].clone())
     })
@@ -189,12 +219,18 @@ pub fn nd<A: Clone, I: TryInto<i128> + Copy>(
     if b + k > r {
         return Err(());
     }
-    let batch: Result<Vec<usize>, ()> = (0..b).map(|d| bcast(input.shape()[d], indices.shape()[d])).collect();
+    let batch: Result<Vec<usize>, ()> = (0..b)
+        .map(|d| bcast(input.shape()[d], indices.shape()[d]))
+        .collect();
     let batch = batch?;
     let shape: Vec<usize> = [&batch[..], &indices.shape()[b..q - 1], &input.shape()[b + k..]].concat();
     build(shape, |o| {
-        let bi: Vec<usize> = (0..b).map(|d| if input.shape()[d] == 1 { 0 } else { o[d] }).collect();
-        let bx: Vec<usize> = (0..b).map(|d| if indices.shape()[d] == 1 { 0 } else { o[d] }).collect();
+        let bi: Vec<usize> = (0..b)
+            .map(|d| if input.shape()[d] == 1 { 0 } else { o[d] })
+            .collect();
+        let bx: Vec<usize> = (0..b)
+            .map(|d| if indices.shape()[d] == 1 { 0 } else { o[d] })
+            .collect();
         let mut ic = bi;
         for j in 0..k {
             let xc: Vec<usize> = [&bx[..], &o[b..q - 1], &[j]].concat();
@@ -212,5 +248,7 @@ pub fn take_flat<A: Clone, I: TryInto<i128> + Copy>(
     mode: Mode,
 ) -> Result<ArrayD<A>, ()> {
     let flat: Vec<A> = input.iter().cloned().collect();
-    build(indices.shape().to_vec(), |o| Ok(flat[norm(int(indices[IxDyn(o)]), flat.len(), mode)?].clone()))
+    build(indices.shape().to_vec(), |o| {
+        Ok(flat[norm(int(indices[IxDyn(o)]), flat.len(), mode)?].clone())
+    })
 }

@@ -34,10 +34,15 @@ fn multiaxis_sketch_shapes() {
     // The reference sketch's comments: input [2,3,1] with indices [1,1,4] on axes [1]
     // gives [2,1,4]; input [10,9,8] with indices [1,5,6*2] on axes [1,2] gives [10,5,6].
     let a = Array::from_shape_fn((2, 3, 1), |(i, j, _)| i * 10 + j);
-    let out = a.gather_multiaxis(&Array::from_elem((1, 1, 4), 2_i32), &[1]).unwrap();
+    let out = a
+        .gather_multiaxis(&Array::from_elem((1, 1, 4), 2_i32), &[1])
+        .unwrap();
     assert_eq!(out, array![[[2, 2, 2, 2]], [[12, 12, 12, 12]]]);
     let b = Array::from_shape_fn((10, 9, 8), |(i, j, k)| i * 100 + j * 10 + k);
-    let idx = Array::from_shape_fn((1, 5, 12), |(_, r, c)| if c % 2 == 0 { r as i64 } else { -1 - r as i64 });
+    let idx = Array::from_shape_fn(
+        (1, 5, 12),
+        |(_, r, c)| if c % 2 == 0 { r as i64 } else { -1 - r as i64 },
+    );
     let out = b.gather_multiaxis(&idx, &[1, 2]).unwrap();
     assert_eq!(out.shape(), &[10, 5, 6]);
     assert_eq!(out[[3, 4, 0]], 3 * 100 + 4 * 10 + (8 - 1 - 4));
@@ -45,13 +50,17 @@ fn multiaxis_sketch_shapes() {
 
 #[test]
 fn gather_elements_example_1_axis_0() {
-    let out = table().gather_elements(&array![[3_i64, 1, 1], [2, 0, 3]], 0).unwrap();
+    let out = table()
+        .gather_elements(&array![[3_i64, 1, 1], [2, 0, 3]], 0)
+        .unwrap();
     assert_eq!(out, array![[30, 11, 12], [20, 1, 32]]);
 }
 
 #[test]
 fn gather_elements_example_2_axis_1() {
-    let out = table().gather_elements(&array![[2_i64], [1], [0], [2]], 1).unwrap();
+    let out = table()
+        .gather_elements(&array![[2_i64], [1], [0], [2]], 1)
+        .unwrap();
     assert_eq!(out, array![[2], [11], [20], [32]]);
 }
 
@@ -79,7 +88,9 @@ fn gather_elements_numpy_check_of_the_seed() {
 #[test]
 fn take_forced_1d_reads_the_flattened_input() {
     // The seed's "Forced1D": the input reinterpreted as 1-D.
-    let out = table().take(&array![[0_i64, 4], [11, 6]], None, IndexMode::Raise).unwrap();
+    let out = table()
+        .take(&array![[0_i64, 4], [11, 6]], None, IndexMode::Raise)
+        .unwrap();
     assert_eq!(out, array![[0, 11], [32, 20]].into_dyn());
 }
 
@@ -92,14 +103,24 @@ fn gather_blocks_example_1_axis_0() {
 #[test]
 fn gather_blocks_example_2_axis_1() {
     let out = table().gather(&array![2_i64, 1, 0, 1, 2], 1).unwrap();
-    let expected = array![[2, 1, 0, 1, 2], [12, 11, 10, 11, 12], [22, 21, 20, 21, 22], [32, 31, 30, 31, 32]];
+    let expected = array![
+        [2, 1, 0, 1, 2],
+        [12, 11, 10, 11, 12],
+        [22, 21, 20, 21, 22],
+        [32, 31, 30, 31, 32]
+    ];
     assert_eq!(out, expected.into_dyn());
 }
 
 #[test]
 fn gather_blocks_example_3_2d_indices_axis_1() {
     let out = table().gather(&array![[0_i64, 1], [1, 2]], 1).unwrap();
-    let expected = array![[[0, 1], [1, 2]], [[10, 11], [11, 12]], [[20, 21], [21, 22]], [[30, 31], [31, 32]]];
+    let expected = array![
+        [[0, 1], [1, 2]],
+        [[10, 11], [11, 12]],
+        [[20, 21], [21, 22]],
+        [[30, 31], [31, 32]]
+    ];
     assert_eq!(out, expected.into_dyn());
 }
 
@@ -120,7 +141,9 @@ fn gather_numpy_vector_indices() {
 
 #[test]
 fn gather_numpy_matrix_indices() {
-    let out = array![[1, 2], [3, 4]].gather(&array![[1_i64, 0], [0, 1]], 0).unwrap();
+    let out = array![[1, 2], [3, 4]]
+        .gather(&array![[1_i64, 0], [0, 1]], 0)
+        .unwrap();
     assert_eq!(out, array![[[3, 4], [1, 2]], [[1, 2], [3, 4]]].into_dyn());
 }
 
@@ -133,7 +156,10 @@ fn gather_nd_example_1_index_pairs() {
 #[test]
 fn gather_nd_example_2_whole_blocks() {
     let out = cube().gather_nd(&array![[1_i64], [0], [1]], 0).unwrap();
-    assert_eq!(out, array![[[4, 5], [6, 7]], [[0, 1], [2, 3]], [[4, 5], [6, 7]]].into_dyn());
+    assert_eq!(
+        out,
+        array![[[4, 5], [6, 7]], [[0, 1], [2, 3]], [[4, 5], [6, 7]]].into_dyn()
+    );
 }
 
 #[test]
@@ -145,7 +171,10 @@ fn gather_nd_example_3_batch_dims_1() {
 #[test]
 fn gather_nd_example_4_full_coordinates() {
     let idx = array![[0_i64, 0, 1], [0, 1, 0], [1, 0, 0], [1, 1, 0], [1, 1, 1]];
-    assert_eq!(cube().gather_nd(&idx, 0).unwrap(), array![1, 2, 4, 6, 7].into_dyn());
+    assert_eq!(
+        cube().gather_nd(&idx, 0).unwrap(),
+        array![1, 2, 4, 6, 7].into_dyn()
+    );
 }
 
 #[test]
@@ -158,8 +187,14 @@ fn gather_nd_example_5_broadcast_batch() {
 #[test]
 fn gather_nd_onnx_examples_2_and_4() {
     let d = array![[0, 1], [2, 3]];
-    assert_eq!(d.gather_nd(&array![[0_i64, 0], [1, 1]], 0).unwrap(), array![0, 3].into_dyn());
-    assert_eq!(d.gather_nd(&array![[1_i64], [0]], 0).unwrap(), array![[2, 3], [0, 1]].into_dyn());
+    assert_eq!(
+        d.gather_nd(&array![[0_i64, 0], [1, 1]], 0).unwrap(),
+        array![0, 3].into_dyn()
+    );
+    assert_eq!(
+        d.gather_nd(&array![[1_i64], [0]], 0).unwrap(),
+        array![[2, 3], [0, 1]].into_dyn()
+    );
     let out = cube().gather_nd(&array![[[0_i64, 1]], [[1, 0]]], 0).unwrap();
     assert_eq!(out, array![[[2, 3]], [[4, 5]]].into_dyn());
 }
@@ -178,7 +213,10 @@ fn onnx_gather_0() {
     let data = Array::from_shape_fn((5, 4, 3, 2), |(a, b, c, d)| (a * 24 + b * 6 + c * 2 + d) as f32);
     let out = data.gather(&array![0_i64, 1, 3], 0).unwrap();
     assert_eq!(out.shape(), &[3, 4, 3, 2]);
-    assert_eq!(out.index_axis(ndarray::Axis(0), 2), data.index_axis(ndarray::Axis(0), 3).into_dyn());
+    assert_eq!(
+        out.index_axis(ndarray::Axis(0), 2),
+        data.index_axis(ndarray::Axis(0), 3).into_dyn()
+    );
 }
 
 #[test]
@@ -186,7 +224,10 @@ fn onnx_gather_2d_indices() {
     // ONNX gather_2d_indices: data [3,3], indices [[0, 2]], axis 1 -> [3, 1, 2].
     let data = array![[1.0_f32, 1.2, 1.9], [2.3, 3.4, 3.9], [4.5, 5.7, 5.9]];
     let out = data.gather(&array![[0_i64, 2]], 1).unwrap();
-    assert_eq!(out, array![[[1.0_f32, 1.9]], [[2.3, 3.9]], [[4.5, 5.9]]].into_dyn());
+    assert_eq!(
+        out,
+        array![[[1.0_f32, 1.9]], [[2.3, 3.9]], [[4.5, 5.9]]].into_dyn()
+    );
 }
 
 #[test]
