@@ -64,7 +64,8 @@
 //! - an unsigned index above `i64::MAX` is a large positive index (out of range), never a
 //!   negative one;
 //! - an empty gathered axis with a non-empty output is an error in every method and mode;
-//!   a zero-size output is always fine, and its indices are not read (nor checked);
+//!   a zero-size output is always fine, and its indices are not read (nor checked), where
+//!   NumPy's `take` would still raise for an out-of-range index;
 //! - `gather_elements` reads the leading block when its indices are smaller than the
 //!   input (ONNX Runtime, PyTorch); `take_along_axis` broadcasts (numpy);
 //! - `gather_nd` broadcasts batch dimensions of size 1; `gather_batched` requires them

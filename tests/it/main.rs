@@ -1,6 +1,7 @@
 //! The integration tests, in one binary to keep link time down.
 
 mod errors;
+mod fixtures;
 mod layouts;
 mod parallel;
 mod props;

@@ -1,0 +1,198 @@
+//! The fixtures of `tests/fixtures` (written by `generate.py` from the ONNX backend node
+//! tests, NumPy and the proposal's examples): every case must give exactly the recorded
+//! output, or an error where the library raised one.
+
+use std::path::{Path, PathBuf};
+
+use ndarray::ArrayD;
+use ndarray_gather::prelude::*;
+use ndarray_npy::{ReadableElement, read_npy};
+
+fn dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+struct Case {
+    name: String,
+    op: String,
+    params: Vec<(String, String)>,
+}
+
+impl Case {
+    fn get(&self, key: &str) -> &str {
+        self.params
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .unwrap_or_else(|| panic!("{}: no {key}", self.name))
+    }
+
+    fn int(&self, key: &str) -> isize {
+        self.get(key)
+            .parse()
+            .unwrap_or_else(|_| panic!("{}: bad {key}", self.name))
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let text = std::fs::read_to_string(dir().join("MANIFEST.txt")).expect("tests/fixtures/MANIFEST.txt");
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let mut words = l.split_whitespace();
+            let name = words.next().unwrap().to_string();
+            let op = words.next().unwrap().to_string();
+            let params = words
+                .map(|w| {
+                    let (k, v) = w.split_once('=').unwrap();
+                    (k.to_string(), v.to_string())
+                })
+                .collect();
+            Case { name, op, params }
+        })
+        .collect()
+}
+
+fn read<T: ReadableElement>(file: &str) -> Option<ArrayD<T>> {
+    read_npy(dir().join("data").join(file)).ok()
+}
+
+/// Runs one case with element type `A` and index type `I`.
+fn run<A, I>(c: &Case, data: ArrayD<A>, indices: ArrayD<I>) -> Result<(), String>
+where
+    A: ReadableElement + Clone + Send + Sync + PartialEq + std::fmt::Debug,
+    I: GatherIndex,
+{
+    let mode = match c
+        .params
+        .iter()
+        .find(|(k, _)| k == "mode")
+        .map(|(_, v)| v.as_str())
+    {
+        Some("wrap") => IndexMode::Wrap,
+        Some("clip") => IndexMode::Clip,
+        _ => IndexMode::Raise,
+    };
+    let got: Result<ArrayD<A>, GatherError> = match c.op.as_str() {
+        "gather" => data.gather(&indices, c.int("axis")),
+        "gather_elements" => data.gather_elements(&indices, c.int("axis")),
+        "gather_nd" => data.gather_nd(&indices, c.int("batch_dims") as usize),
+        "gather_batched" => data.gather_batched(&indices, c.int("axis"), c.int("batch_dims") as usize),
+        "take_along_axis" => data.take_along_axis(&indices, c.int("axis")),
+        "take" => {
+            let axis = match c.get("axis") {
+                "none" => None,
+                _ => Some(c.int("axis")),
+            };
+            data.take(&indices, axis, mode)
+        }
+        "gather_multiaxis" => {
+            let axes: Vec<usize> = c.get("axes").split(',').map(|a| a.parse().unwrap()).collect();
+            data.gather_multiaxis(&indices, &axes)
+        }
+        op => return Err(format!("unknown op {op}")),
+    };
+    match (c.get("expect"), got) {
+        ("error", Err(_)) => Ok(()),
+        ("error", Ok(out)) => Err(format!("expected an error, got {out:?}")),
+        (_, Err(e)) => Err(format!("unexpected error: {e}")),
+        (file, Ok(out)) => {
+            let expected: ArrayD<A> = read(file).ok_or(format!("cannot read {file}"))?;
+            if out == expected {
+                Ok(())
+            } else {
+                Err(format!("got {out:?}\nexpected {expected:?}"))
+            }
+        }
+    }
+}
+
+fn with_indices<A>(c: &Case, data: ArrayD<A>) -> Result<(), String>
+where
+    A: ReadableElement + Clone + Send + Sync + PartialEq + std::fmt::Debug,
+{
+    let file = c.get("indices");
+    if let Some(i) = read::<i64>(file) {
+        run(c, data, i)
+    } else if let Some(i) = read::<i32>(file) {
+        run(c, data, i)
+    } else {
+        Err(format!("unsupported index type in {file}"))
+    }
+}
+
+fn run_case(c: &Case) -> Result<(), String> {
+    let file = c.get("data");
+    if let Some(d) = read::<f32>(file) {
+        with_indices(c, d)
+    } else if let Some(d) = read::<f64>(file) {
+        with_indices(c, d)
+    } else if let Some(d) = read::<i64>(file) {
+        with_indices(c, d)
+    } else if let Some(d) = read::<i32>(file) {
+        with_indices(c, d)
+    } else if let Some(d) = read::<u8>(file) {
+        with_indices(c, d)
+    } else if let Some(d) = read::<bool>(file) {
+        with_indices(c, d)
+    } else {
+        Err(format!("unsupported element type in {file}"))
+    }
+}
+
+#[test]
+fn every_fixture_matches() {
+    let cases = cases();
+    assert!(cases.len() > 250, "only {} fixture cases", cases.len());
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| run_case(c).err().map(|e| format!("{}: {e}", c.name)))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} fixtures failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
+}
+
+#[test]
+fn fixtures_cover_every_source_and_wrapper() {
+    let cases = cases();
+    for prefix in [
+        "onnx_gather_",
+        "onnx_gather_elements",
+        "onnx_gathernd",
+        "np_",
+        "seed_",
+    ] {
+        assert!(
+            cases.iter().any(|c| c.name.starts_with(prefix)),
+            "no {prefix} fixtures"
+        );
+    }
+    for op in [
+        "gather",
+        "gather_elements",
+        "gather_nd",
+        "gather_batched",
+        "take",
+        "take_along_axis",
+        "gather_multiaxis",
+    ] {
+        assert!(cases.iter().any(|c| c.op == op), "no {op} fixtures");
+        assert!(
+            cases.iter().any(|c| c.op == op && c.get("expect") != "error"),
+            "no valid {op} fixture"
+        );
+    }
+    for mode in ["raise", "wrap", "clip"] {
+        assert!(
+            cases
+                .iter()
+                .any(|c| c.params.iter().any(|(k, v)| k == "mode" && v == mode))
+        );
+    }
+    assert!(cases.iter().any(|c| c.get("expect") == "error"));
+}
