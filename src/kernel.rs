@@ -31,11 +31,12 @@ pub(crate) enum Store {
 }
 
 /// Gathers at or above this many bytes (output plus indices) may use the rayon pool.
+/// (Under Miri, tiny, so that its tests reach the parallel path.)
 #[cfg(feature = "rayon")]
-pub(crate) const PARALLEL_MIN_BYTES: usize = 1 << 21;
+pub(crate) const PARALLEL_MIN_BYTES: usize = if cfg!(miri) { 256 } else { 1 << 21 };
 /// Parallel work is handed out in ranges of about this many output bytes.
 #[cfg(feature = "rayon")]
-const CHUNK_BYTES: usize = 1 << 17;
+const CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 17 };
 
 /// A gather ready to run: the plan's loops and axis terms with the data pointers.
 pub(crate) struct Task<'a, A, I> {

@@ -3,6 +3,7 @@
 mod errors;
 mod fixtures;
 mod layouts;
+mod panics;
 mod parallel;
 mod props;
 mod reference;

@@ -1,11 +1,15 @@
 //! Serial and parallel runs of the same large gathers give identical results.
+//! (Under Miri the kernel's parallel threshold is tiny, so small sizes reach it too.)
 
 #![cfg(feature = "rayon")]
 
 use ndarray::{Array, Array2, Array3, ShapeBuilder};
 use ndarray_gather::prelude::*;
 
-fn pool(n: usize) -> rayon::ThreadPool {
+/// A side length well above the parallel threshold (small under Miri).
+const N: usize = if cfg!(miri) { 12 } else { 1024 };
+
+pub fn pool(n: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()
 }
 
@@ -17,41 +21,44 @@ fn both<T: PartialEq + std::fmt::Debug + Send>(f: impl Fn() -> T + Sync) {
 
 #[test]
 fn block_gather_far_above_the_threshold() {
-    let table = Array::from_shape_fn((4096, 256), |(i, j)| (i * 256 + j) as f32);
-    let ids = Array::from_shape_fn((64, 97), |(i, j)| ((i * 7919 + j * 104729) % 4096) as i64 - 2048);
+    let rows = 4 * N;
+    let table = Array::from_shape_fn((rows, N / 4), |(i, j)| (i * 256 + j) as f32);
+    let ids = Array::from_shape_fn((N / 16, 97), |(i, j)| ((i * 7919 + j * 104729) % rows) as i64 - 2048);
     both(|| table.gather(&ids, 0).unwrap());
     let out = table.gather(&ids, 0).unwrap();
-    let row = ids[[5, 6]].rem_euclid(4096) as usize;
-    assert_eq!(out[[5, 6, 7]], table[[row, 7]]);
+    let row = ids[[N / 32, 6]].rem_euclid(rows as i64) as usize;
+    assert_eq!(out[[N / 32, 6, 7 % (N / 4)]], table[[row, 7 % (N / 4)]]);
 }
 
 #[test]
 fn element_gather_far_above_the_threshold() {
-    let a = Array::from_shape_fn((1024, 1024), |(i, j)| (i * 1024 + j) as i64);
-    let idx = Array::from_shape_fn((1024, 1024), |(i, j)| ((i * 31 + j * 17) % 1024) as u32);
+    let a = Array::from_shape_fn((N, N), |(i, j)| (i * N + j) as i64);
+    let idx = Array::from_shape_fn((N, N), |(i, j)| ((i * 31 + j * 17) % N) as u32);
     both(|| a.take_along_axis(&idx, 1).unwrap());
     both(|| a.t().gather_elements(&idx, 0).unwrap());
-    let mut out = Array2::<i64>::zeros((1024, 1024).f());
+    let mut out = Array2::<i64>::zeros((N, N).f());
     a.gather_multiaxis_into(&idx, &[1], &mut out).unwrap();
     assert_eq!(out, a.take_along_axis(&idx, 1).unwrap());
 }
 
 #[test]
 fn strings_far_above_the_threshold() {
-    let a = Array::from_shape_fn((300, 400), |(i, j)| format!("{i}:{j}"));
-    let idx = Array::from_shape_fn((300, 400), |(i, j)| ((i + j) % 400) as i64);
+    let (r, c) = if cfg!(miri) { (6, 8) } else { (300, 400) };
+    let a = Array::from_shape_fn((r, c), |(i, j)| format!("{i}:{j}"));
+    let idx = Array::from_shape_fn((r, c), |(i, j)| ((i + j) % c) as i64);
     both(|| a.take_along_axis(&idx, 1).unwrap());
 }
 
 #[test]
 fn parallel_errors_are_the_first_bad_index() {
-    let a = Array3::<f32>::zeros((64, 64, 64));
-    let mut idx = Array3::<i64>::zeros((64, 64, 64));
-    idx[[40, 3, 9]] = 64;
-    idx[[50, 0, 0]] = -65;
+    let n = N / 16;
+    let a = Array3::<f32>::zeros((n, n, n));
+    let mut idx = Array3::<i64>::zeros((n, n, n));
+    idx[[n - 3, 3, 9 % n]] = n as i64;
+    idx[[n - 2, 0, 0]] = -(n as i64) - 1;
     both(|| a.gather_elements(&idx, 2).unwrap_err());
     let e = pool(3).install(|| a.gather_elements(&idx, 2).unwrap_err());
     assert!(
-        matches!(e, GatherError::IndexOutOfBounds { index: 64, ref position, .. } if position == &vec![40, 3, 9])
+        matches!(e, GatherError::IndexOutOfBounds { index, ref position, .. } if index == n as i128 && position == &vec![n - 3, 3, 9 % n])
     );
 }

@@ -1,0 +1,118 @@
+//! Panic safety: an element type whose `Clone` panics midway must not leak, double-drop
+//! or expose uninitialized memory, serially or in parallel; `_into` leaves `out` valid.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+
+use ndarray::{Array, Array2};
+use ndarray_gather::prelude::*;
+
+/// Live `Bomb`s, clones made, and the clone that panics.
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+static CLONES: AtomicUsize = AtomicUsize::new(0);
+static FUSE: AtomicUsize = AtomicUsize::new(usize::MAX);
+/// The counters are global: the tests that use them run one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+#[derive(Debug, PartialEq)]
+struct Bomb(Box<usize>);
+
+impl Bomb {
+    fn new(v: usize) -> Self {
+        LIVE.fetch_add(1, Ordering::SeqCst);
+        Bomb(Box::new(v))
+    }
+}
+
+impl Clone for Bomb {
+    fn clone(&self) -> Self {
+        if CLONES.fetch_add(1, Ordering::SeqCst) == FUSE.load(Ordering::SeqCst) {
+            panic!("clone number {} panics", FUSE.load(Ordering::SeqCst));
+        }
+        Bomb::new(*self.0)
+    }
+}
+
+impl Drop for Bomb {
+    fn drop(&mut self) {
+        LIVE.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+fn arm(n: usize) {
+    CLONES.store(0, Ordering::SeqCst);
+    FUSE.store(n, Ordering::SeqCst);
+}
+
+/// Runs `f` with the n-th clone panicking, for several n; afterwards exactly the Bombs that
+/// existed before are alive.
+fn check(threads: usize, f: impl Fn() + Sync) {
+    let pool = rayon_pool(threads);
+    let before = LIVE.load(Ordering::SeqCst);
+    for n in [0, 1, 7, 50, 333] {
+        arm(n);
+        let r = pool.install(|| catch_unwind(AssertUnwindSafe(&f)));
+        let total = CLONES.load(Ordering::SeqCst);
+        assert!(r.is_err() || total <= n, "no panic although clone {n} of {total} should have");
+        arm(usize::MAX);
+        assert_eq!(LIVE.load(Ordering::SeqCst), before, "leak or double drop with fuse {n}, {threads} threads");
+    }
+}
+
+#[cfg(feature = "rayon")]
+fn rayon_pool(n: usize) -> rayon::ThreadPool {
+    crate::parallel::pool(n)
+}
+
+#[cfg(not(feature = "rayon"))]
+struct NoPool;
+#[cfg(not(feature = "rayon"))]
+impl NoPool {
+    fn install<R>(&self, f: impl FnOnce() -> R) -> R {
+        f()
+    }
+}
+#[cfg(not(feature = "rayon"))]
+fn rayon_pool(_: usize) -> NoPool {
+    NoPool
+}
+
+const N: usize = if cfg!(miri) { 20 } else { 600 };
+
+#[test]
+fn allocating_gathers_drop_what_they_cloned() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let live = LIVE.load(Ordering::SeqCst);
+    let a = Array::from_shape_fn((N, 8), |(i, j)| Bomb::new(i * 8 + j));
+    let elem = Array::from_shape_fn((N, 8), |(i, j)| ((i + j) % 8) as i64);
+    let rows = Array::from_shape_fn(N, |i| ((i * 7) % N) as i64);
+    for threads in [1, 3] {
+        check(threads, || drop(a.take_along_axis(&elem, 1).unwrap()));
+        check(threads, || drop(a.gather(&rows, 0).unwrap()));
+        check(threads, || drop(a.t().gather(&rows.slice(ndarray::s![..8]), 1).unwrap()));
+    }
+    drop(a);
+    assert_eq!(LIVE.load(Ordering::SeqCst), live);
+}
+
+#[test]
+fn into_leaves_out_valid_after_a_panic() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let a = Array::from_shape_fn((N, 8), |(i, j)| Bomb::new(i * 8 + j));
+    let idx = Array::from_shape_fn((N, 8), |(i, j)| ((i * 3 + j) % 8) as i64);
+    for threads in [1, 3] {
+        let out = Mutex::new(Array2::from_shape_fn((N, 8), |_| Bomb::new(usize::MAX)));
+        check(threads, || {
+            let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = catch_unwind(AssertUnwindSafe(|| a.gather_multiaxis_into(&idx, &[1], &mut *o)));
+            // Every element is a valid Bomb: old or gathered.
+            assert!(o.iter().all(|b| *b.0 == usize::MAX || *b.0 < N * 8));
+            panic!("propagate");
+        });
+        // After a clean run, out holds exactly the gathered values.
+        let mut out = out.into_inner().unwrap_or_else(|e| e.into_inner());
+        a.gather_multiaxis_into(&idx, &[1], &mut out).unwrap();
+        assert_eq!(out, a.take_along_axis(&idx, 1).unwrap());
+    }
+}
