@@ -6,7 +6,8 @@ use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn};
 use crate::error::GatherError;
 use crate::index::{Clip, GatherIndex, IndexMode, Raise, Wrap, resolve};
 use crate::kernel::{BadIndex, Store, Task};
-use crate::plan::{Layout, Plan, unravel};
+use crate::plan::{Layout, Loop, Plan, unravel};
+use crate::small::Small;
 
 /// A lowered gather: `gather_multiaxis(input, indices, axes)` with an index mode.
 pub(crate) struct Call<'a, A, I> {
@@ -14,16 +15,16 @@ pub(crate) struct Call<'a, A, I> {
     pub op: &'static str,
     pub input: ArrayViewD<'a, A>,
     pub indices: ArrayViewD<'a, I>,
-    pub axes: Vec<usize>,
+    pub axes: Small<usize>,
     pub mode: IndexMode,
     /// The shape of the input the caller passed, for messages.
-    pub user_input: Vec<usize>,
+    pub user_input: Small<usize>,
     /// The shape of the indices the caller passed, in which error positions are reported.
     /// The lowerings only insert unit axes before the coordinates, which keeps row-major
     /// order, so a flat position means the same in both.
-    pub user_indices: Vec<usize>,
+    pub user_indices: Small<usize>,
     /// Unit axes of the lowered output that the caller's output does not have, ascending.
-    pub remove: Vec<usize>,
+    pub remove: Small<usize>,
 }
 
 impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
@@ -32,27 +33,29 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
         op: &'static str,
         input: ArrayViewD<'a, A>,
         indices: ArrayViewD<'a, I>,
-        axes: Vec<usize>,
+        axes: &[usize],
     ) -> Self {
         Call {
             op,
-            user_input: input.shape().to_vec(),
-            user_indices: indices.shape().to_vec(),
+            user_input: Small::from(input.shape()),
+            user_indices: Small::from(indices.shape()),
             input,
             indices,
-            axes,
+            axes: Small::from(axes),
             mode: IndexMode::Raise,
-            remove: Vec::new(),
+            remove: Small::new(),
         }
     }
 
     /// The caller's output shape: the lowered one without the `remove` axes.
-    fn final_shape(&self, lowered: &[usize]) -> Vec<usize> {
-        let mut shape = lowered.to_vec();
-        for &ax in self.remove.iter().rev() {
-            shape.remove(ax);
-        }
-        shape
+    fn final_shape(&self, lowered: &[usize]) -> Small<usize> {
+        let mut removed = self.remove.iter().peekable();
+        lowered
+            .iter()
+            .enumerate()
+            .filter(|&(d, _)| removed.next_if_eq(&&d).is_none())
+            .map(|(_, &n)| n)
+            .collect()
     }
 
     fn plan(&self) -> Result<Plan, GatherError> {
@@ -65,8 +68,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
             } => GatherError::EmptyAxis {
                 op,
                 axis,
-                input_shape: self.user_input.clone(),
-                output_shape: self.final_shape(&output_shape),
+                input_shape: self.user_input.to_vec(),
+                output_shape: self.final_shape(&output_shape).to_vec(),
             },
             e => e,
         })
@@ -110,7 +113,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
         unsafe { buf.set_len(plan.out_len) };
         let mut out = ArrayD::from_shape_vec(shape, buf).map_err(|_| GatherError::SizeOverflow {
             op: self.op,
-            shape: plan.out_shape,
+            shape: plan.out_shape.to_vec(),
         })?;
         for &ax in self.remove.iter().rev() {
             out = out.index_axis_move(Axis(ax), 0);
@@ -123,10 +126,10 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
     pub fn into(self, out: ArrayViewMutD<'_, A>) -> Result<(), GatherError> {
         let plan = self.plan()?;
         let expected = self.final_shape(&plan.out_shape);
-        if out.shape() != expected.as_slice() {
+        if out.shape() != &*expected {
             return Err(GatherError::OutputShape {
                 op: self.op,
-                expected,
+                expected: expected.to_vec(),
                 found: out.shape().to_vec(),
             });
         }
@@ -140,13 +143,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
             .map_err(|BadIndex| self.index_error(&plan))
     }
 
-    fn execute(
-        &self,
-        plan: &Plan,
-        loops: &[crate::plan::Loop],
-        out: *mut A,
-        store: Store,
-    ) -> Result<(), BadIndex> {
+    fn execute(&self, plan: &Plan, loops: &[Loop], out: *mut A, store: Store) -> Result<(), BadIndex> {
         let Some((lane, outer)) = loops.split_last() else {
             return Err(BadIndex); // `Plan::loops` is never empty
         };
@@ -181,25 +178,28 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
             // Wrap and Clip accept every value once the axis is non-empty (checked by the plan).
             return Ok(());
         }
-        let lens: Vec<usize> = plan.axes.iter().map(|a| a.len).collect();
-        let ok = |lane: &[I]| {
-            lane.chunks_exact(lens.len()).fold(true, |ok, c| {
-                ok & c.iter().zip(&lens).all(|(v, &n)| v.resolve_raise(n).is_some())
-            })
-        };
-        let all_ok = match self.indices.as_slice_memory_order() {
-            Some(s) if self.indices.is_standard_layout() || lens.len() == 1 => {
-                if lens.len() == 1 {
-                    let n = lens[0];
-                    s.iter().fold(true, |ok, v| ok & v.resolve_raise(n).is_some())
-                } else {
-                    ok(s)
-                }
+        let lens: Small<usize> = plan.axes.iter().map(|a| a.len).collect();
+        let all_ok = if let [n] = *lens {
+            // One axis: every value is checked against the same length, in any order.
+            let check = |ok: bool, v: &I| ok & v.resolve_raise(n).is_some();
+            match self.indices.as_slice_memory_order() {
+                Some(s) => s.iter().fold(true, check),
+                None => self.indices.iter().fold(true, check),
             }
-            _ => self.indices.rows().into_iter().all(|row| match row.as_slice() {
+        } else {
+            // Coordinates: component j of each run of k along the last axis.
+            let ok = |lane: &[I]| {
+                lane.chunks_exact(lens.len()).fold(true, |ok, c| {
+                    ok & c.iter().zip(&lens).all(|(v, &n)| v.resolve_raise(n).is_some())
+                })
+            };
+            match self.indices.as_slice() {
                 Some(s) => ok(s),
-                None => ok(&row.to_vec()),
-            }),
+                None => self.indices.rows().into_iter().all(|row| match row.as_slice() {
+                    Some(s) => ok(s),
+                    None => ok(&row.to_vec()),
+                }),
+            }
         };
         if all_ok {
             Ok(())

@@ -348,12 +348,7 @@ where
         if self.ndim() == 0 && indices.ndim() == 0 && axes.is_empty() {
             return Ok(self.to_owned());
         }
-        let call = Call::new(
-            OP,
-            self.view().into_dyn(),
-            indices.view().into_dyn(),
-            axes.to_vec(),
-        );
+        let call = Call::new(OP, self.view().into_dyn(), indices.view().into_dyn(), axes);
         into_dim(OP, call.alloc()?)
     }
 
@@ -367,7 +362,7 @@ where
             "gather_multiaxis_into",
             self.view().into_dyn(),
             indices.view().into_dyn(),
-            axes.to_vec(),
+            axes,
         );
         call.into(out.view_mut().into_dyn())
     }
@@ -433,7 +428,7 @@ where
                 let dynamic = self.view().into_dyn();
                 let flat = lower::flat_view(&dynamic);
                 let mut call = lower::batched(OP, flat.view(), indices, 0, 0, mode)?;
-                call.user_input = self.shape().to_vec();
+                call.user_input = self.shape().into();
                 call.alloc()
             }
         }

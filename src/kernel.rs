@@ -15,6 +15,7 @@ use std::ptr;
 
 use crate::index::{GatherIndex, Resolve};
 use crate::plan::{AxisTerm, Loop};
+use crate::small::Small;
 
 /// An index was out of range; the caller rescans the indices to say which.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,7 +181,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         };
         // The odometer over the outer loops, starting at the lane holding `start`.
         let mut first = start % lane_len;
-        let mut coord = vec![0usize; self.outer.len()];
+        let mut coord: Small<usize> = self.outer.iter().map(|_| 0).collect();
         let (mut o_out, mut o_inp, mut o_idx) = (0isize, 0isize, 0isize);
         let mut rem = start / lane_len;
         for (c, l) in coord.iter_mut().zip(self.outer).rev() {

@@ -93,6 +93,7 @@ mod kernel;
 mod lower;
 mod plan;
 pub mod prelude;
+mod small;
 
 pub use error::GatherError;
 pub use ext::GatherExt;

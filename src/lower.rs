@@ -10,6 +10,7 @@ use ndarray::{ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
 use crate::core::Call;
 use crate::error::{GatherError, axis_range};
 use crate::index::{GatherIndex, IndexMode};
+use crate::small::Small;
 
 /// `axis` counted from the end when negative, checked against `ndim`.
 pub(crate) fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Result<usize, GatherError> {
@@ -86,7 +87,7 @@ pub(crate) fn batched<'a, A: Clone + Send + Sync, I: GatherIndex>(
         )));
     }
     let m = q - batch_dims;
-    let mut call = Call::new(op, input.clone(), indices.clone(), vec![a]);
+    let mut call = Call::new(op, input.clone(), indices.clone(), &[a]);
     call.input = unit_axes(input, a + 1, m);
     call.indices = unit_axes(
         unit_axes(indices, batch_dims, a + 1 - batch_dims),
@@ -94,7 +95,7 @@ pub(crate) fn batched<'a, A: Clone + Send + Sync, I: GatherIndex>(
         r - a - 1,
     );
     call.mode = mode;
-    call.remove = vec![a];
+    call.remove = Small::from(&[a][..]);
     Ok(call)
 }
 
@@ -124,7 +125,7 @@ pub(crate) fn elements<'a, A: Clone + Send + Sync, I: GatherIndex>(
         }
         block.slice_axis_inplace(Axis(d), Slice::from(..m));
     }
-    let mut call = Call::new(op, input, indices, vec![a]);
+    let mut call = Call::new(op, input, indices, &[a]);
     call.input = block;
     Ok(call)
 }
@@ -139,7 +140,7 @@ pub(crate) fn along_axis<'a, A: Clone + Send + Sync, I: GatherIndex>(
 ) -> Result<Call<'a, A, I>, GatherError> {
     same_rank(op, input.shape(), indices.shape())?;
     let a = normalize_axis(op, axis, input.ndim())?;
-    Ok(Call::new(op, input, indices, vec![a]))
+    Ok(Call::new(op, input, indices, &[a]))
 }
 
 /// ONNX GatherND / tf.gather_nd with `batch_dims = b`, `k = idx.shape[-1]`,
@@ -210,7 +211,8 @@ pub(crate) fn nd<'a, A: Clone + Send + Sync, I: GatherIndex>(
     } else {
         unit_axes(indices.clone(), q - 1, big_r - q)
     };
-    let mut call = Call::new(op, input, indices, (b..b + k).collect());
+    let axes: Vec<usize> = (b..b + k).collect();
+    let mut call = Call::new(op, input, indices, &axes);
     call.input = lowered_input;
     call.indices = lowered_indices;
     call.remove = (b + m..b + w).chain([big_r - 1]).collect();

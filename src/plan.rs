@@ -9,10 +9,11 @@
 //! wrapper in the crate lowers to this one description.
 
 use crate::error::{GatherError, axis_range};
+use crate::small::Small;
 
 /// One output dimension: its length and the strides (in elements) at which the output,
 /// the input and the indices advance along it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct Loop {
     pub len: usize,
     pub out: isize,
@@ -22,7 +23,7 @@ pub(crate) struct Loop {
 
 /// One gathered axis: the index found at `idx_offset + comp` selects a position on an
 /// input axis of length `len` and stride `stride`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct AxisTerm {
     pub axis: usize,
     pub len: usize,
@@ -34,11 +35,11 @@ pub(crate) struct AxisTerm {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Plan {
     pub op: &'static str,
-    pub out_shape: Vec<usize>,
+    pub out_shape: Small<usize>,
     pub out_len: usize,
     /// One per output dimension; `out` strides are filled in by [`Plan::loops`].
-    pub dims: Vec<Loop>,
-    pub axes: Vec<AxisTerm>,
+    pub dims: Small<Loop>,
+    pub axes: Small<AxisTerm>,
 }
 
 /// The layout of one operand: shape and strides in elements, as ndarray reports them.
@@ -93,7 +94,7 @@ impl Plan {
 
         // The coordinate size, folded into the last indices dimension.
         let k = axes.len().max(1);
-        let mut logical = indices.shape.to_vec();
+        let mut logical = Small::from(indices.shape);
         if let Some(last) = logical.last_mut() {
             if *last % k != 0 {
                 return Err(GatherError::CoordinateFold {
@@ -106,7 +107,7 @@ impl Plan {
             *last /= k;
         }
 
-        let mut out_shape = Vec::with_capacity(rank);
+        let mut out_shape = Small::new();
         for d in 0..rank {
             let (n, m) = (input.shape[d], logical[d]);
             let len = if axes.contains(&d) {
@@ -120,7 +121,7 @@ impl Plan {
                     op,
                     dim: d,
                     input_shape: input.shape.to_vec(),
-                    indices_shape: logical,
+                    indices_shape: logical.to_vec(),
                     detail: format!("sizes {n} and {m} do not broadcast (one must be 1)"),
                 });
             };
@@ -128,10 +129,10 @@ impl Plan {
         }
         let out_len = checked_len(&out_shape, elem_size).ok_or_else(|| GatherError::SizeOverflow {
             op,
-            shape: out_shape.clone(),
+            shape: out_shape.to_vec(),
         })?;
 
-        let terms: Vec<AxisTerm> = axes
+        let terms: Small<AxisTerm> = axes
             .iter()
             .enumerate()
             .map(|(j, &axis)| AxisTerm {
@@ -147,7 +148,7 @@ impl Plan {
                     op,
                     axis: t.axis,
                     input_shape: input.shape.to_vec(),
-                    output_shape: out_shape,
+                    output_shape: out_shape.to_vec(),
                 });
             }
         }
@@ -180,8 +181,8 @@ impl Plan {
     /// The loops over an output with strides `out_strides`, outermost first: dimensions of
     /// length 1 dropped and neighbours that advance uniformly in all three operands merged,
     /// so the innermost loop is as long as the layouts allow. Never empty.
-    pub fn loops(&self, out_strides: &[isize]) -> Vec<Loop> {
-        let mut loops: Vec<Loop> = Vec::with_capacity(self.dims.len().max(1));
+    pub fn loops(&self, out_strides: &[isize]) -> Small<Loop> {
+        let mut loops: Small<Loop> = Small::new();
         for (dim, &out) in self.dims.iter().zip(out_strides) {
             if dim.len == 1 {
                 continue;
@@ -249,7 +250,7 @@ mod tests {
             4,
         )
         .unwrap();
-        assert_eq!(p.out_shape, vec![4, 3, 2, 2]);
+        assert_eq!(&*p.out_shape, &[4, 3, 2, 2]);
         let strides: Vec<isize> = p.dims.iter().map(|d| d.inp).collect();
         assert_eq!(strides, vec![4, 0, 0, 1]);
         let strides: Vec<isize> = p.dims.iter().map(|d| d.idx).collect();
@@ -267,11 +268,11 @@ mod tests {
             4,
         )
         .unwrap();
-        assert_eq!(p.out_shape, vec![1, 3, 4, 8]);
+        assert_eq!(&*p.out_shape, &[1, 3, 4, 8]);
         let loops = p.loops(&[96, 32, 8, 1]);
         assert_eq!(
-            loops,
-            vec![
+            &*loops,
+            &[
                 Loop {
                     len: 12,
                     out: 8,

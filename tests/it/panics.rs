@@ -54,9 +54,16 @@ fn check(threads: usize, f: impl Fn() + Sync) {
         arm(n);
         let r = pool.install(|| catch_unwind(AssertUnwindSafe(&f)));
         let total = CLONES.load(Ordering::SeqCst);
-        assert!(r.is_err() || total <= n, "no panic although clone {n} of {total} should have");
+        assert!(
+            r.is_err() || total <= n,
+            "no panic although clone {n} of {total} should have"
+        );
         arm(usize::MAX);
-        assert_eq!(LIVE.load(Ordering::SeqCst), before, "leak or double drop with fuse {n}, {threads} threads");
+        assert_eq!(
+            LIVE.load(Ordering::SeqCst),
+            before,
+            "leak or double drop with fuse {n}, {threads} threads"
+        );
     }
 }
 
@@ -90,7 +97,9 @@ fn allocating_gathers_drop_what_they_cloned() {
     for threads in [1, 3] {
         check(threads, || drop(a.take_along_axis(&elem, 1).unwrap()));
         check(threads, || drop(a.gather(&rows, 0).unwrap()));
-        check(threads, || drop(a.t().gather(&rows.slice(ndarray::s![..8]), 1).unwrap()));
+        check(threads, || {
+            drop(a.t().gather(&rows.slice(ndarray::s![..8]), 1).unwrap())
+        });
     }
     drop(a);
     assert_eq!(LIVE.load(Ordering::SeqCst), live);

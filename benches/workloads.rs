@@ -1,0 +1,177 @@
+//! The workloads W1-W8 of shared/BENCH-WORKLOADS.md, shared by the criterion benches
+//! (`benches/gather.rs`) and the peer comparison (`examples/workloads.rs`).
+//!
+//! Each workload owns its data: `alloc` runs the crate's allocating call, `into` the
+//! `gather_multiaxis_into` call users write for it (on views lowered once, up front) into
+//! a reused output.
+
+#![allow(dead_code)]
+
+use ndarray::{Array1, ArrayD, Axis, IxDyn};
+use ndarray_gather::prelude::*;
+
+pub const IDS: [&str; 8] = [
+    "W1_embed",
+    "W2_midaxis",
+    "W3_elem_last",
+    "W4_elem_first",
+    "W5_nd_pixels",
+    "W6_batched",
+    "W7_tiny",
+    "W8_multiaxis",
+];
+
+pub struct Workload {
+    pub id: &'static str,
+    pub out_bytes: usize,
+    pub idx_bytes: usize,
+    pub alloc: Box<dyn Fn() -> ArrayD<f32>>,
+    pub into: Box<dyn FnMut()>,
+}
+
+/// Deterministic uniform indices in `0..n` (a 64-bit LCG; fixed seed).
+pub fn indices(count: usize, n: usize, seed: u64) -> Vec<i64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..count)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % n as u64) as i64
+        })
+        .collect()
+}
+
+pub fn data(shape: &[usize]) -> ArrayD<f32> {
+    let n = shape.iter().product::<usize>();
+    ArrayD::from_shape_vec(IxDyn(shape), (0..n).map(|i| (i % 65521) as f32).collect()).unwrap()
+}
+
+fn ids(shape: &[usize], n: usize, seed: u64) -> ArrayD<i64> {
+    ArrayD::from_shape_vec(IxDyn(shape), indices(shape.iter().product(), n, seed)).unwrap()
+}
+
+/// An owned array with unit axes inserted at `at` (ascending positions of the result).
+fn reshaped<T>(a: ArrayD<T>, at: &[usize]) -> ArrayD<T> {
+    at.iter().fold(a, |a, &ax| a.insert_axis(Axis(ax)))
+}
+
+/// `into` for `gather_multiaxis_into(indices, axes)` on pre-lowered operands; the output
+/// has the lowered shape.
+fn into_fn(input: ArrayD<f32>, idx: ArrayD<i64>, axes: Vec<usize>) -> Box<dyn FnMut()> {
+    let mut out = input.gather_multiaxis(&idx, &axes).unwrap();
+    Box::new(move || input.gather_multiaxis_into(&idx, &axes, &mut out).unwrap())
+}
+
+pub fn build(id: &str) -> Workload {
+    match id {
+        "W1_embed" => {
+            let table = data(&[50000, 256]);
+            let ix = ids(&[64, 512], 50000, 1);
+            let into = into_fn(
+                reshaped(table.clone(), &[1, 2]),
+                reshaped(ix.clone(), &[0, 3]),
+                vec![0],
+            );
+            Workload {
+                id: "W1_embed",
+                out_bytes: 64 * 512 * 256 * 4,
+                idx_bytes: 64 * 512 * 8,
+                alloc: Box::new(move || table.gather(&ix, 0).unwrap()),
+                into,
+            }
+        }
+        "W2_midaxis" => {
+            let x = data(&[64, 2048, 64]);
+            let ix = ids(&[1024], 2048, 2);
+            let into = into_fn(
+                reshaped(x.clone(), &[2]),
+                reshaped(ix.clone(), &[0, 1, 3]),
+                vec![1],
+            );
+            Workload {
+                id: "W2_midaxis",
+                out_bytes: 64 * 1024 * 64 * 4,
+                idx_bytes: 1024 * 8,
+                alloc: Box::new(move || x.gather(&ix, 1).unwrap()),
+                into,
+            }
+        }
+        "W3_elem_last" | "W4_elem_first" => {
+            let axis = usize::from(id == "W3_elem_last");
+            let x = data(&[2048, 2048]);
+            let ix = ids(&[2048, 2048], 2048, 3 + axis as u64);
+            let into = into_fn(x.clone(), ix.clone(), vec![axis]);
+            Workload {
+                id: if axis == 1 {
+                    "W3_elem_last"
+                } else {
+                    "W4_elem_first"
+                },
+                out_bytes: 2048 * 2048 * 4,
+                idx_bytes: 2048 * 2048 * 8,
+                alloc: Box::new(move || x.take_along_axis(&ix, axis as isize).unwrap()),
+                into,
+            }
+        }
+        "W5_nd_pixels" => {
+            let n = 1_000_000;
+            let x = data(&[1024, 1024, 4]);
+            let ix = ids(&[n, 2], 1024, 5);
+            let into = into_fn(
+                reshaped(x.clone(), &[3]),
+                reshaped(ix.clone(), &[1, 2]),
+                vec![0, 1],
+            );
+            Workload {
+                id: "W5_nd_pixels",
+                out_bytes: n * 4 * 4,
+                idx_bytes: n * 2 * 8,
+                alloc: Box::new(move || x.gather_nd(&ix, 0).unwrap()),
+                into,
+            }
+        }
+        "W6_batched" => {
+            let x = data(&[32, 4096, 128]);
+            let ix = ids(&[32, 512], 4096, 6);
+            let into = into_fn(reshaped(x.clone(), &[2]), reshaped(ix.clone(), &[1, 3]), vec![1]);
+            Workload {
+                id: "W6_batched",
+                out_bytes: 32 * 512 * 128 * 4,
+                idx_bytes: 32 * 512 * 8,
+                alloc: Box::new(move || x.gather_batched(&ix, 1, 1).unwrap()),
+                into,
+            }
+        }
+        "W7_tiny" => {
+            let x = ArrayD::from_shape_vec(
+                IxDyn(&[4, 3]),
+                vec![0., 1., 2., 10., 11., 12., 20., 21., 22., 30., 31., 32.],
+            )
+            .unwrap();
+            let ix = Array1::from(vec![3_i64, 1]).into_dyn();
+            let into = into_fn(reshaped(x.clone(), &[1]), reshaped(ix.clone(), &[0, 2]), vec![0]);
+            Workload {
+                id: "W7_tiny",
+                out_bytes: 6 * 4,
+                idx_bytes: 2 * 8,
+                alloc: Box::new(move || x.gather(&ix, 0).unwrap()),
+                into,
+            }
+        }
+        "W8_multiaxis" => {
+            let n = 65536;
+            let x = data(&[8, 256, 256, 16]);
+            let ix = ids(&[8, n, 1, 2], 256, 8);
+            let into = into_fn(x.clone(), ix.clone(), vec![2, 1]);
+            Workload {
+                id: "W8_multiaxis",
+                out_bytes: 8 * n * 16 * 4,
+                idx_bytes: 8 * n * 2 * 8,
+                alloc: Box::new(move || x.gather_multiaxis(&ix, &[2, 1]).unwrap()),
+                into,
+            }
+        }
+        other => panic!("unknown workload {other}"),
+    }
+}

@@ -1,0 +1,66 @@
+//! Median times of the benchmark workloads W1-W8, one line each, for the peer comparison
+//! (`benches/peers/compare.sh`); `cargo run --release --example workloads [ID...]`.
+//!
+//! Each line: `id variant median_ns`, variants `alloc`, `into` and `memcpy` (a
+//! single-threaded copy of the output's bytes).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+#[path = "../benches/workloads.rs"]
+mod workloads;
+
+/// The median of enough runs to fill about `budget` (at least 5).
+fn median(budget: Duration, mut f: impl FnMut()) -> u128 {
+    f();
+    let start = Instant::now();
+    let mut times = Vec::new();
+    while times.len() < 5 || (start.elapsed() < budget && times.len() < 1_000_000) {
+        let t = Instant::now();
+        f();
+        times.push(t.elapsed().as_nanos());
+    }
+    times.sort_unstable();
+    times[times.len() / 2]
+}
+
+/// For calls far below a microsecond, the median of batches of 1000, divided.
+fn median_tiny(f: &mut impl FnMut()) -> f64 {
+    let batch = 1000;
+    median(Duration::from_millis(500), || {
+        for _ in 0..batch {
+            f();
+        }
+    }) as f64
+        / batch as f64
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let budget = Duration::from_millis(1500);
+    for id in workloads::IDS
+        .iter()
+        .filter(|id| args.is_empty() || args.iter().any(|a| id.starts_with(a.as_str())))
+    {
+        let mut w = workloads::build(id);
+        let src = vec![1.0f32; w.out_bytes / 4];
+        let mut dst = vec![0.0f32; w.out_bytes / 4];
+        let alloc = &w.alloc;
+        let (a, i, m) = if *id == "W7_tiny" {
+            (
+                median_tiny(&mut || drop(black_box(alloc()))),
+                median_tiny(&mut w.into),
+                median_tiny(&mut || dst.copy_from_slice(black_box(&src))),
+            )
+        } else {
+            (
+                median(budget, || drop(black_box(alloc()))) as f64,
+                median(budget, &mut w.into) as f64,
+                median(budget, || dst.copy_from_slice(black_box(&src))) as f64,
+            )
+        };
+        println!("{id} alloc {a:.1}");
+        println!("{id} into {i:.1}");
+        println!("{id} memcpy {m:.1}");
+    }
+}

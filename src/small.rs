@@ -1,0 +1,119 @@
+//! A vector that keeps up to eight elements inline, so that planning a gather of rank up
+//! to 8 allocates nothing: per-call overhead matters for tiny gathers.
+
+use std::ops::{Deref, DerefMut};
+
+const INLINE: usize = 8;
+
+/// A `Vec<T>` that stores up to eight elements without allocating.
+#[derive(Clone)]
+pub(crate) enum Small<T: Copy + Default> {
+    Inline { len: usize, items: [T; INLINE] },
+    Heap(Vec<T>),
+}
+
+impl<T: Copy + Default> Small<T> {
+    pub fn new() -> Self {
+        Small::Inline {
+            len: 0,
+            items: [T::default(); INLINE],
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, v: T) {
+        match self {
+            Small::Inline { len, items } if *len < INLINE => {
+                items[*len] = v;
+                *len += 1;
+            }
+            Small::Inline { len, items } => {
+                let mut heap = items[..*len].to_vec();
+                heap.push(v);
+                *self = Small::Heap(heap);
+            }
+            Small::Heap(v2) => v2.push(v),
+        }
+    }
+}
+
+impl<T: Copy + Default> Default for Small<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Copy + Default> Deref for Small<T> {
+    type Target = [T];
+    #[inline]
+    fn deref(&self) -> &[T] {
+        match self {
+            Small::Inline { len, items } => &items[..*len],
+            Small::Heap(v) => v,
+        }
+    }
+}
+
+impl<T: Copy + Default> DerefMut for Small<T> {
+    fn deref_mut(&mut self) -> &mut [T] {
+        match self {
+            Small::Inline { len, items } => &mut items[..*len],
+            Small::Heap(v) => v,
+        }
+    }
+}
+
+impl<'a, T: Copy + Default> IntoIterator for &'a Small<T> {
+    type Item = &'a T;
+    type IntoIter = std::slice::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl<T: Copy + Default> FromIterator<T> for Small<T> {
+    fn from_iter<It: IntoIterator<Item = T>>(iter: It) -> Self {
+        let mut s = Small::new();
+        for v in iter {
+            s.push(v);
+        }
+        s
+    }
+}
+
+impl<T: Copy + Default> From<&[T]> for Small<T> {
+    fn from(v: &[T]) -> Self {
+        v.iter().copied().collect()
+    }
+}
+
+impl<T: Copy + Default + std::fmt::Debug> std::fmt::Debug for Small<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+impl<T: Copy + Default + PartialEq> PartialEq for Small<T> {
+    fn eq(&self, other: &Self) -> bool {
+        **self == **other
+    }
+}
+
+impl<T: Copy + Default + Eq> Eq for Small<T> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spills_to_the_heap_past_eight() {
+        let mut s: Small<usize> = (0..8).collect();
+        assert!(matches!(s, Small::Inline { len: 8, .. }));
+        s.push(8);
+        assert!(matches!(s, Small::Heap(_)));
+        assert_eq!(&*s, &(0..9).collect::<Vec<_>>()[..]);
+        s[0] = 5;
+        assert_eq!(s[0], 5);
+        assert_eq!(Small::from(&[1, 2][..]), [1, 2].into_iter().collect());
+    }
+}
