@@ -104,6 +104,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
         let strides = c_strides(&plan.out_shape);
         let loops = plan.loops(&strides);
         let mut buf: Vec<A> = Vec::with_capacity(plan.out_len);
+        advise_huge_pages(&mut buf);
         let res = self.execute(&plan, &loops, buf.as_mut_ptr(), Store::Init);
         if res.is_err() {
             return Err(self.index_error(&plan));
@@ -245,6 +246,35 @@ fn unreachable_index_error(op: &'static str) -> GatherError {
         axis_len: 0,
     }
 }
+
+/// Asks Linux to back a large fresh output with transparent huge pages, as NumPy does for
+/// arrays of 4 MiB and more: a 32 MiB output then costs 16 page faults instead of 8192,
+/// which otherwise take longer than the gather itself.
+#[cfg(all(target_os = "linux", not(miri)))]
+fn advise_huge_pages<A>(buf: &mut Vec<A>) {
+    use std::ffi::{c_int, c_void};
+    const HUGE_PAGE: usize = 2 << 20;
+    const MADV_HUGEPAGE: c_int = 14;
+    unsafe extern "C" {
+        fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
+    }
+    let bytes = buf.capacity() * std::mem::size_of::<A>();
+    if bytes < 4 << 20 {
+        return;
+    }
+    let base = buf.as_mut_ptr().cast::<u8>();
+    let skip = (base as usize).next_multiple_of(HUGE_PAGE) - base as usize;
+    let len = (bytes.saturating_sub(skip)) & !(HUGE_PAGE - 1);
+    if len > 0 {
+        // SAFETY: `base + skip .. + len` lies inside the buffer's allocation and starts on a
+        // page boundary (a multiple of 2 MiB); MADV_HUGEPAGE only changes how the kernel
+        // backs those pages, never their contents or mapping. Failure is harmless and ignored.
+        unsafe { madvise(base.add(skip).cast(), len, MADV_HUGEPAGE) };
+    }
+}
+
+#[cfg(not(all(target_os = "linux", not(miri))))]
+fn advise_huge_pages<A>(_: &mut Vec<A>) {}
 
 /// Row-major strides of `shape`, in elements.
 pub(crate) fn c_strides(shape: &[usize]) -> Vec<isize> {

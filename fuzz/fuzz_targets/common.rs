@@ -1,0 +1,200 @@
+//! The structured input shared by every fuzz target: shapes, layouts, parameters and index
+//! values of any size, decoded with `arbitrary`. Each target calls one method and, when it
+//! succeeds, checks the result against the naive reference of the test suite; when the
+//! reference succeeds, the method must too.
+
+#![allow(dead_code)]
+
+use arbitrary::Arbitrary;
+use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Slice};
+use ndarray_gather::prelude::*;
+
+#[path = "../../tests/it/reference.rs"]
+pub mod reference;
+
+#[derive(Debug, Clone, Copy, Arbitrary)]
+pub enum Layout {
+    C,
+    F,
+    Reversed,
+    Stepped,
+    Broadcast(u8),
+}
+
+#[derive(Debug, Clone, Copy, Arbitrary)]
+pub enum IndexType {
+    I32,
+    I64,
+    Isize,
+    U32,
+    U64,
+    Usize,
+}
+
+#[derive(Debug, Arbitrary)]
+pub struct Input {
+    pub input_shape: Vec<u8>,
+    pub indices_shape: Vec<u8>,
+    pub input_layout: Layout,
+    pub indices_layout: Layout,
+    pub index_type: IndexType,
+    pub axis: i8,
+    pub axes: Vec<u8>,
+    pub batch_dims: u8,
+    pub mode: u8,
+    pub values: Vec<i64>,
+    pub flat: bool,
+}
+
+/// Sizes 0..=4 (so that shapes stay small), rank at most 6.
+fn dims(raw: &[u8]) -> Vec<usize> {
+    raw.iter().take(6).map(|&d| (d % 5) as usize).collect()
+}
+
+/// A view of `shape` in `layout` over freshly built storage holding `f(row-major position)`.
+pub struct Held<T> {
+    base: ArrayD<T>,
+    layout: Layout,
+    shape: Vec<usize>,
+}
+
+impl<T: Clone> Held<T> {
+    pub fn new(shape: &[usize], layout: Layout, f: impl Fn(usize) -> T) -> Self {
+        let base_shape: Vec<usize> = match layout {
+            Layout::F => shape.iter().rev().copied().collect(),
+            Layout::Stepped => shape.iter().map(|&s| 2 * s).collect(),
+            Layout::Broadcast(mask) => shape
+                .iter()
+                .enumerate()
+                .map(|(d, &s)| if mask >> (d % 8) & 1 == 1 { 1.min(s) } else { s })
+                .collect(),
+            _ => shape.to_vec(),
+        };
+        let n: usize = base_shape.iter().product();
+        let base = ArrayD::from_shape_vec(IxDyn(&base_shape), (0..n).map(&f).collect()).unwrap();
+        Held {
+            base,
+            layout,
+            shape: shape.to_vec(),
+        }
+    }
+
+    pub fn view(&self) -> ArrayViewD<'_, T> {
+        let mut v = self.base.view();
+        match self.layout {
+            Layout::C => v,
+            Layout::F => v.reversed_axes(),
+            Layout::Reversed => {
+                for d in 0..v.ndim() {
+                    v.invert_axis(Axis(d));
+                }
+                v
+            }
+            Layout::Stepped => {
+                for d in 0..v.ndim() {
+                    v.slice_axis_inplace(Axis(d), Slice::new(0, None, 2));
+                }
+                v
+            }
+            Layout::Broadcast(_) => self.base.broadcast(IxDyn(&self.shape)).unwrap(),
+        }
+    }
+}
+
+pub enum Op {
+    Multiaxis,
+    Gather,
+    Elements,
+    Nd,
+    Batched,
+    Take,
+    AlongAxis,
+}
+
+fn mode(m: u8) -> (IndexMode, reference::Mode) {
+    match m % 3 {
+        0 => (IndexMode::Raise, reference::Mode::Raise),
+        1 => (IndexMode::Wrap, reference::Mode::Wrap),
+        _ => (IndexMode::Clip, reference::Mode::Clip),
+    }
+}
+
+fn check<I>(op: &Op, input: &Input, convert: impl Fn(i64) -> I)
+where
+    I: GatherIndex + TryInto<i128>,
+{
+    let in_shape = dims(&input.input_shape);
+    let idx_shape = dims(&input.indices_shape);
+    let count: usize = idx_shape.iter().product::<usize>().max(1);
+    if count > 4096 {
+        return;
+    }
+    let values: Vec<I> = (0..count)
+        .map(|i| {
+            convert(
+                input
+                    .values
+                    .get(i % input.values.len().max(1))
+                    .copied()
+                    .unwrap_or(0),
+            )
+        })
+        .collect();
+    let x = Held::new(&in_shape, input.input_layout, |i| i as u32);
+    let i = Held::new(&idx_shape, input.indices_layout, |p| values[p % values.len()]);
+    let (xv, iv) = (x.view(), i.view());
+    let axis = input.axis as isize;
+    let b = (input.batch_dims % 4) as usize;
+    let (m, rm) = mode(input.mode);
+    let axes: Vec<usize> = input.axes.iter().take(4).map(|&a| (a % 7) as usize).collect();
+    let (got, expected) = match op {
+        Op::Multiaxis => (
+            xv.gather_multiaxis(&iv, &axes).map(|a| a.into_dyn()),
+            reference::multiaxis(&xv, &iv, &axes),
+        ),
+        Op::Gather => (
+            xv.gather(&iv, axis),
+            reference::gather(&xv, &iv, axis, reference::Mode::Raise),
+        ),
+        Op::Elements => (xv.gather_elements(&iv, axis), reference::elements(&xv, &iv, axis)),
+        Op::Nd => (xv.gather_nd(&iv, b), reference::nd(&xv, &iv, b)),
+        Op::Batched => (
+            xv.gather_batched(&iv, axis, b),
+            reference::batched(&xv, &iv, axis, b, reference::Mode::Raise),
+        ),
+        Op::Take if input.flat => (xv.take(&iv, None, m), reference::take_flat(&xv, &iv, rm)),
+        Op::Take => (xv.take(&iv, Some(axis), m), reference::gather(&xv, &iv, axis, rm)),
+        Op::AlongAxis => (
+            xv.take_along_axis(&iv, axis),
+            reference::along_axis(&xv, &iv, axis),
+        ),
+    };
+    match (got, expected) {
+        (Ok(g), Ok(e)) => assert_eq!(g, e, "result differs from the reference"),
+        (Err(_), Err(())) => {}
+        (Ok(g), Err(())) => panic!("accepted what the reference rejects: {g:?}"),
+        (Err(e), Ok(_)) => {
+            // Multiaxis rank 0 with axes: both reject; anything else is a disagreement.
+            panic!("rejected what the reference accepts: {e}")
+        }
+    }
+    // `_into` agrees with the allocating call, and leaves `out` untouched on error.
+    if let Op::Multiaxis = op {
+        if let Ok(e) = reference::multiaxis(&xv, &iv, &axes) {
+            let mut out = ArrayD::from_elem(e.raw_dim(), 7u32);
+            xv.gather_multiaxis_into(&iv, &axes, &mut out).unwrap();
+            assert_eq!(out, e);
+        }
+    }
+}
+
+pub fn run(op: Op, input: &Input) {
+    match input.index_type {
+        IndexType::I32 => check(&op, input, |v| v as i32),
+        IndexType::I64 => check(&op, input, |v| v),
+        IndexType::Isize => check(&op, input, |v| v as isize),
+        IndexType::U32 => check(&op, input, |v| v as u32),
+        IndexType::U64 => check(&op, input, |v| v as u64),
+        IndexType::Usize => check(&op, input, |v| v as usize),
+    }
+}
