@@ -94,12 +94,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
     /// Gathers into a new array of the output shape.
     pub fn alloc(self) -> Result<ArrayD<A>, GatherError> {
         let plan = self.plan()?;
-        // Element types with drop glue are validated first, so that the kernel never stops
-        // halfway through writing uninitialized memory; plain data is checked in the
-        // kernel and the partial buffer is simply freed.
-        if std::mem::needs_drop::<A>() {
-            self.check_indices(&plan)?;
-        }
+        // Indices are checked by the kernel as it reads them (a separate pass would read
+        // them twice); if one is bad, the kernel drops what it wrote and we free the rest.
         let shape = IxDyn(&plan.out_shape);
         let strides = c_strides(&plan.out_shape);
         let loops = plan.loops(&strides);
@@ -122,8 +118,9 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
         Ok(out)
     }
 
-    /// Gathers into `out`, which must have the output shape; on any error `out` is left
-    /// untouched.
+    /// Gathers into `out`, which must have the output shape. Every error but a bad index
+    /// is found before the first write; after a bad index, `out` holds valid elements,
+    /// some of them already gathered.
     pub fn into(self, out: ArrayViewMutD<'_, A>) -> Result<(), GatherError> {
         let plan = self.plan()?;
         let expected = self.final_shape(&plan.out_shape);
@@ -138,7 +135,6 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
         for &ax in &self.remove {
             out = out.insert_axis(Axis(ax));
         }
-        self.check_indices(&plan)?;
         let loops = plan.loops(out.strides());
         self.execute(&plan, &loops, out.as_mut_ptr(), Store::Assign)
             .map_err(|BadIndex| self.index_error(&plan))
@@ -169,43 +165,6 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
                 IndexMode::Wrap => task.run::<Wrap>(),
                 IndexMode::Clip => task.run::<Clip>(),
             }
-        }
-    }
-
-    /// Checks every index the gather will read (all of them, unless the output is empty or
-    /// no axis is gathered).
-    fn check_indices(&self, plan: &Plan) -> Result<(), GatherError> {
-        if plan.out_len == 0 || plan.axes.is_empty() || self.mode != IndexMode::Raise {
-            // Wrap and Clip accept every value once the axis is non-empty (checked by the plan).
-            return Ok(());
-        }
-        let lens: Small<usize> = plan.axes.iter().map(|a| a.len).collect();
-        let all_ok = if let [n] = *lens {
-            // One axis: every value is checked against the same length, in any order.
-            let check = |ok: bool, v: &I| ok & v.resolve_raise(n).is_some();
-            match self.indices.as_slice_memory_order() {
-                Some(s) => s.iter().fold(true, check),
-                None => self.indices.iter().fold(true, check),
-            }
-        } else {
-            // Coordinates: component j of each run of k along the last axis.
-            let ok = |lane: &[I]| {
-                lane.chunks_exact(lens.len()).fold(true, |ok, c| {
-                    ok & c.iter().zip(&lens).all(|(v, &n)| v.resolve_raise(n).is_some())
-                })
-            };
-            match self.indices.as_slice() {
-                Some(s) => ok(s),
-                None => self.indices.rows().into_iter().all(|row| match row.as_slice() {
-                    Some(s) => ok(s),
-                    None => ok(&row.to_vec()),
-                }),
-            }
-        };
-        if all_ok {
-            Ok(())
-        } else {
-            Err(self.index_error(plan))
         }
     }
 

@@ -89,8 +89,12 @@ where
     ///
     /// # Errors
     /// Those of [`gather_multiaxis`](GatherExt::gather_multiaxis), and
-    /// [`OutputShape`](GatherError::OutputShape) if `out` has another shape. On any error
-    /// `out` is left untouched: every index is checked before the first write.
+    /// [`OutputShape`](GatherError::OutputShape) if `out` has another shape. Every error
+    /// but [`IndexOutOfBounds`](GatherError::IndexOutOfBounds) is found before the first
+    /// write, and `out` is untouched. Indices are checked as they are read (a separate
+    /// pass would read them twice, which costs up to 2x on element gathers), so after an
+    /// index error `out` holds valid elements, some of them already gathered. (NumPy's
+    /// `take(out=...)` pays for a buffer to avoid this.)
     ///
     /// # Examples
     /// ```
@@ -101,8 +105,10 @@ where
     /// let mut out = Array2::zeros((2, 2));
     /// a.gather_multiaxis_into(&array![[2_i32, 0], [1, 1]], &[1], &mut out)?;
     /// assert_eq!(out, array![[2, 0], [11, 11]]);
-    /// assert!(a.gather_multiaxis_into(&array![[9_i32, 0], [1, 1]], &[1], &mut out).is_err());
-    /// assert_eq!(out, array![[2, 0], [11, 11]]); // untouched by the failed call
+    /// // A wrong shape is refused before anything is written.
+    /// let mut wrong = Array2::zeros((2, 3));
+    /// assert!(a.gather_multiaxis_into(&array![[2_i32, 0], [1, 1]], &[1], &mut wrong).is_err());
+    /// assert_eq!(wrong, Array2::zeros((2, 3)));
     /// # Ok::<(), GatherError>(())
     /// ```
     fn gather_multiaxis_into<I: GatherIndex, E: Dimension>(

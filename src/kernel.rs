@@ -27,7 +27,8 @@ pub(crate) enum Store {
     /// `out` holds initialized elements: assign, dropping the old value.
     Assign,
     /// `out` is uninitialized, C-contiguous storage of exactly the output's length: write
-    /// without dropping. On a panic the elements written so far are dropped.
+    /// without dropping. If the gather stops (a bad index or a panic), every element
+    /// written so far is dropped again, and the caller abandons the storage.
     Init,
 }
 
@@ -144,7 +145,10 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             }
             work();
         });
-        if let Some(payload) = panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        let failed = failed.into_inner();
+        if failed {
+            // A range stopped (bad index or panic) and dropped what it wrote; the caller
+            // abandons uninitialized output, so drop the ranges that completed.
             for (c, _) in done.iter().enumerate().filter(|(_, d)| d.load(Ordering::Acquire)) {
                 let (start, end) = (c * per, ((c + 1) * per).min(total));
                 // SAFETY: range `c` completed, so its elements are initialized, and nothing
@@ -153,13 +157,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                     ptr::drop_in_place(ptr::slice_from_raw_parts_mut(self.out.add(start), end - start))
                 };
             }
+        }
+        if let Some(payload) = panic.into_inner().unwrap_or_else(|e| e.into_inner()) {
             resume_unwind(payload);
         }
-        if failed.into_inner() {
-            Err(BadIndex)
-        } else {
-            Ok(())
-        }
+        if failed { Err(BadIndex) } else { Ok(()) }
     }
 
     /// Gathers the output positions `start..end` (row-major over the loops).
@@ -167,17 +169,28 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
     /// # Safety
     /// The contract of [`Task::run`], and no other thread writes these positions.
     unsafe fn run_range<R: Resolve>(&self, start: usize, end: usize) -> Result<(), BadIndex> {
+        // SAFETY: forwarded; the store mode is fixed at compile time for the loops.
+        unsafe {
+            match self.store {
+                Store::Assign => self.walk::<R, false>(start, end),
+                Store::Init => self.walk::<R, true>(start, end),
+            }
+        }
+    }
+
+    /// [`Task::run_range`] for one store mode (`INIT` for [`Store::Init`]).
+    unsafe fn walk<R: Resolve, const INIT: bool>(&self, start: usize, end: usize) -> Result<(), BadIndex> {
         let lane_len = self.lane.len;
         let mut guard = InitGuard {
             // SAFETY (pointer arithmetic): for `Store::Init` the output is contiguous and
             // `start <= len`; for `Store::Assign` the pointer is never used.
-            base: if self.store == Store::Init {
+            base: if INIT {
                 unsafe { self.out.add(start) }
             } else {
                 self.out
             },
             written: 0,
-            armed: self.store == Store::Init && needs_drop::<A>(),
+            armed: INIT && needs_drop::<A>(),
         };
         // The odometer over the outer loops, starting at the lane holding `start`.
         let mut first = start % lane_len;
@@ -196,7 +209,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             let last = lane_len.min(first + remaining);
             // SAFETY: the offsets are those of a valid outer position (the odometer never
             // leaves the loops' bounds) and `first..last` is within the lane.
-            unsafe { self.lane::<R>(o_out, o_inp, o_idx, first, last, &mut guard.written)? };
+            unsafe { self.lane::<R, INIT>(o_out, o_inp, o_idx, first, last, &mut guard.written)? };
             remaining -= last - first;
             first = 0;
             for (c, l) in coord.iter_mut().zip(self.outer).rev() {
@@ -230,9 +243,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         Ok(off)
     }
 
-    /// Gathers positions `first..last` of the lane at the given outer offsets.
+    /// Gathers positions `first..last` of the lane at the given outer offsets; adds the
+    /// number of elements written to `written` (per element where a panic could leave
+    /// them behind, that is for `INIT` with drop glue).
     #[inline(always)]
-    unsafe fn lane<R: Resolve>(
+    unsafe fn lane<R: Resolve, const INIT: bool>(
         &self,
         o_out: isize,
         o_inp: isize,
@@ -242,45 +257,51 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         written: &mut usize,
     ) -> Result<(), BadIndex> {
         let l = self.lane;
-        let n = last - first;
-        let (f, init) = (first as isize, self.store == Store::Init);
-        if l.idx == 0 || self.axes.is_empty() {
-            // A block: one coordinate for the whole run.
-            // SAFETY: `run`'s contract bounds every offset formed here; resolved indices
-            // are `< len` by `Resolve`.
-            unsafe {
-                let src = self.inp.offset(o_inp + self.gathered::<R>(o_idx)? + f * l.inp);
-                let dst = self.out.offset(o_out + f * l.out);
-                if l.inp == 1 && l.out == 1 && !init {
-                    let d = std::slice::from_raw_parts_mut(dst, n);
-                    d.clone_from_slice(std::slice::from_raw_parts(src, n));
-                } else if l.inp == 1 && l.out == 1 && !needs_drop::<A>() {
-                    let s = std::slice::from_raw_parts(src, n);
-                    for (i, v) in s.iter().enumerate() {
-                        ptr::write(dst.add(i), v.clone());
-                    }
+        let f = first as isize;
+        let count_each = INIT && needs_drop::<A>();
+        // SAFETY (for the whole body): `run`'s contract bounds every offset formed from the
+        // loops and the axis terms; resolved indices are `< len` by `Resolve`.
+        unsafe {
+            let out = self.out.offset(o_out);
+            if l.idx == 0 || self.axes.is_empty() {
+                // A block: one coordinate for the whole run.
+                let src = self.inp.offset(o_inp + self.gathered::<R>(o_idx)?);
+                if l.inp == 1 && l.out == 1 && !INIT {
+                    let d = std::slice::from_raw_parts_mut(out.add(first), last - first);
+                    d.clone_from_slice(std::slice::from_raw_parts(src.add(first), last - first));
                 } else {
-                    for i in 0..n as isize {
-                        store(dst.offset(i * l.out), &*src.offset(i * l.inp), init);
+                    for i in f..last as isize {
+                        store::<A, INIT>(out.offset(i * l.out), &*src.offset(i * l.inp));
+                        if count_each {
+                            *written += 1;
+                        }
+                    }
+                }
+            } else if let [a] = self.axes {
+                // One gathered axis (GatherElements, take_along_axis, 1-D take).
+                let (idx, inp) = (self.idx.offset(o_idx + a.comp), self.inp.offset(o_inp));
+                for i in f..last as isize {
+                    let j = R::resolve(*idx.offset(i * l.idx), a.len).ok_or(BadIndex)?;
+                    store::<A, INIT>(
+                        out.offset(i * l.out),
+                        &*inp.offset(i * l.inp + j as isize * a.stride),
+                    );
+                    if count_each {
                         *written += 1;
                     }
-                    return Ok(());
                 }
-            }
-            *written += n;
-        } else {
-            for i in first as isize..last as isize {
-                // SAFETY: as above, per element.
-                unsafe {
+            } else {
+                for i in f..last as isize {
                     let g = self.gathered::<R>(o_idx + i * l.idx)?;
-                    store(
-                        self.out.offset(o_out + i * l.out),
-                        &*self.inp.offset(o_inp + i * l.inp + g),
-                        init,
-                    );
+                    store::<A, INIT>(out.offset(i * l.out), &*self.inp.offset(o_inp + i * l.inp + g));
+                    if count_each {
+                        *written += 1;
+                    }
                 }
-                *written += 1;
             }
+        }
+        if !count_each {
+            *written += last - first;
         }
         Ok(())
     }
@@ -289,13 +310,13 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
 /// Stores a clone of `v` at `dst`, assigning (dropping the old value) or initializing.
 ///
 /// # Safety
-/// `dst` is valid for writes, and initialized unless `init`.
+/// `dst` is valid for writes, and initialized unless `INIT`.
 #[inline(always)]
-unsafe fn store<A: Clone>(dst: *mut A, v: &A, init: bool) {
+unsafe fn store<A: Clone, const INIT: bool>(dst: *mut A, v: &A) {
     let v = v.clone();
     // SAFETY: by the contract above.
     unsafe {
-        if init {
+        if INIT {
             ptr::write(dst, v);
         } else {
             *dst = v;

@@ -70,7 +70,9 @@
 //!   input (ONNX Runtime, PyTorch); `take_along_axis` broadcasts (numpy);
 //! - `gather_nd` broadcasts batch dimensions of size 1; `gather_batched` requires them
 //!   equal (TensorFlow);
-//! - `_into` writes nothing when it returns an error.
+//! - `_into` writes nothing when it returns a shape or axis error; after an index error
+//!   `out` holds valid elements, some already gathered (indices are checked as they are
+//!   read, not in a separate pass).
 //!
 //! # Layouts and threads
 //!

@@ -171,14 +171,24 @@ fn output_shape_of_into() {
 }
 
 #[test]
-fn into_leaves_out_untouched_on_a_bad_index() {
+fn into_leaves_out_valid_on_a_bad_index() {
     let a = Array::from_shape_fn((64, 64), |(i, j)| (i * 64 + j) as f32);
-    let mut idx = Array2::<i64>::zeros((64, 64));
+    let mut idx = Array2::<i64>::from_shape_fn((64, 64), |(i, j)| ((i + j) % 64) as i64);
     idx[[63, 63]] = 64;
     let mut out = Array2::<f32>::from_elem((64, 64), -1.0);
     let e = a.gather_multiaxis_into(&idx, &[1], &mut out).unwrap_err();
-    assert!(matches!(e, GatherError::IndexOutOfBounds { index: 64, .. }));
-    assert!(out.iter().all(|&x| x == -1.0));
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: 64, ref position, .. } if position == &vec![63, 63])
+    );
+    // Each element is its old value or the gathered one; the bad position is untouched.
+    let good = a.take_along_axis(&idx.mapv(|v| v % 64), 1).unwrap();
+    assert!(out.iter().zip(&good).all(|(&o, &g)| o == -1.0 || o == g));
+    assert_eq!(out[[63, 63]], -1.0);
+    // Strings too: no element is left dropped or torn.
+    let s = a.mapv(|x| x.to_string());
+    let mut sout = Array2::<String>::from_elem((64, 64), "old".to_string());
+    assert!(s.gather_multiaxis_into(&idx, &[1], &mut sout).is_err());
+    assert!(sout.iter().all(|x| x == "old" || x.parse::<f32>().is_ok()));
 }
 
 #[test]

@@ -107,6 +107,22 @@ fn allocating_gathers_drop_what_they_cloned() {
 }
 
 #[test]
+fn a_bad_index_midway_drops_what_was_written() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let live = LIVE.load(Ordering::SeqCst);
+    let a = Array::from_shape_fn((N, 8), |(i, j)| Bomb::new(i * 8 + j));
+    let mut idx = Array::from_shape_fn((N, 8), |(i, j)| ((i + j) % 8) as i64);
+    idx[[N - 2, 3]] = 8;
+    for threads in [1, 3] {
+        let e = rayon_pool(threads).install(|| a.take_along_axis(&idx, 1).unwrap_err());
+        assert!(matches!(e, GatherError::IndexOutOfBounds { index: 8, .. }));
+        assert_eq!(LIVE.load(Ordering::SeqCst), live + (N * 8) as isize);
+    }
+    drop(a);
+    assert_eq!(LIVE.load(Ordering::SeqCst), live);
+}
+
+#[test]
 fn into_leaves_out_valid_after_a_panic() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let a = Array::from_shape_fn((N, 8), |(i, j)| Bomb::new(i * 8 + j));
