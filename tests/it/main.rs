@@ -2,6 +2,7 @@
 
 mod errors;
 mod fixtures;
+mod huge;
 mod layouts;
 mod panics;
 mod parallel;

@@ -1,0 +1,36 @@
+//! 64-bit offsets: inputs larger than 4 GiB and axes longer than 2^31. Ignored by default
+//! (they allocate 4.5 GiB, of which few pages are touched); run with `cargo test --release --test it huge -- --ignored`.
+
+use ndarray::{Array1, Array2, ArrayView2, array};
+use ndarray_gather::prelude::*;
+
+#[test]
+#[ignore = "allocates 4.5 GiB (zeroed pages, few touched); run with --release -- --ignored"]
+fn gathers_the_last_elements_of_a_u8_input_above_4_gib() {
+    let n = (1usize << 32) + (1 << 29) + 7; // 4.5 GiB
+    let mut data = vec![0u8; n]; // zeroed pages, only the touched ones are materialized
+    for (k, v) in data.iter_mut().rev().take(5).enumerate() {
+        *v = 200 + k as u8;
+    }
+    data[(1 << 32) + 1] = 42;
+    let a = Array1::from(data);
+    let idx = array![-1_i64, (n - 2) as i64, ((1u64 << 32) + 1) as i64, 0];
+    assert_eq!(a.gather(&idx, 0).unwrap(), array![200u8, 201, 42, 0].into_dyn());
+    assert_eq!(
+        a.take(&array![u64::MAX], None, IndexMode::Wrap).unwrap()[[0]],
+        a[(u64::MAX % n as u64) as usize]
+    );
+    // As two rows of more than 2^31 elements each (an axis longer than i32::MAX).
+    let cols = n / 2;
+    let rows: ArrayView2<u8> = a
+        .slice(ndarray::s![..2 * cols])
+        .into_shape_with_order((2, cols))
+        .unwrap();
+    assert!(cols > 1 << 31);
+    let out = rows
+        .gather_elements(&Array2::from_elem((2, 1), (cols - 1) as i64), 1)
+        .unwrap();
+    assert_eq!(out, array![[a[cols - 1]], [a[2 * cols - 1]]]);
+    let out = rows.gather_multiaxis(&array![[1_i64, -1]], &[0, 1]).unwrap();
+    assert_eq!(out, array![[a[2 * cols - 1]]]);
+}
