@@ -351,9 +351,6 @@ where
         axes: &[usize],
     ) -> Result<Array<A, D>, GatherError> {
         const OP: &str = "gather_multiaxis";
-        if self.ndim() == 0 && indices.ndim() == 0 && axes.is_empty() {
-            return Ok(self.to_owned());
-        }
         let call = Call::new(OP, self.view().into_dyn(), indices.view().into_dyn(), axes);
         into_dim(OP, call.alloc()?)
     }

@@ -237,3 +237,15 @@ fn onnx_gather_negative_indices() {
     assert_eq!(out, array![0.0_f32, 1.0, 0.0].into_dyn());
     assert_eq!(out.shape(), &[3]);
 }
+
+#[test]
+fn rank_zero_returns_the_input_and_empty_axes_broadcast() {
+    // The seed's early return for scalars, reached through the ordinary planner.
+    assert_eq!(arr0(5).gather_multiaxis(&arr0(-9_i64), &[]).unwrap(), arr0(5));
+    assert!(arr0(5).gather_multiaxis(&arr0(0_i64), &[0]).is_err());
+    // Empty axes: a plain broadcast; index values are never read.
+    let out = array![[1, 2]]
+        .gather_multiaxis(&array![[99_i64], [-99]], &[])
+        .unwrap();
+    assert_eq!(out, array![[1, 2], [1, 2]]);
+}
