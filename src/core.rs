@@ -119,8 +119,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
     }
 
     /// Gathers into `out`, which must have the output shape. Every error but a bad index
-    /// is found before the first write; after a bad index, `out` holds valid elements,
-    /// some of them already gathered.
+    /// is found before the first write; after a bad index, `out` holds valid elements
+    /// (old ones or input elements) in unspecified places.
     pub fn into(self, out: ArrayViewMutD<'_, A>) -> Result<(), GatherError> {
         let plan = self.plan()?;
         let expected = self.final_shape(&plan.out_shape);

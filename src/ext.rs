@@ -93,8 +93,9 @@ where
     /// but [`IndexOutOfBounds`](GatherError::IndexOutOfBounds) is found before the first
     /// write, and `out` is untouched. Indices are checked as they are read (a separate
     /// pass would read them twice, which costs up to 2x on element gathers), so after an
-    /// index error `out` holds valid elements, some of them already gathered. (NumPy's
-    /// `take(out=...)` pays for a buffer to avoid this.)
+    /// index error the contents of `out` are unspecified: every element is still a valid
+    /// value (its old one or some element of the input), but which were written is not
+    /// said. (NumPy's `take(out=...)` pays for a buffer to avoid this.)
     ///
     /// # Examples
     /// ```

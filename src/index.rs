@@ -126,6 +126,16 @@ pub enum IndexMode {
 /// A compile-time choice of [`IndexMode`], so the kernel's inner loop holds no `match`.
 pub(crate) trait Resolve: Copy + Send + Sync {
     fn resolve<I: GatherIndex>(v: I, len: usize) -> Option<usize>;
+
+    /// [`Resolve::resolve`] as a pair without a branch: the position (0 for a bad index)
+    /// and whether the index was good, so that loops over many indices can vectorize.
+    #[inline(always)]
+    fn resolve_or_zero<I: GatherIndex>(v: I, len: usize) -> (usize, bool) {
+        match Self::resolve(v, len) {
+            Some(i) => (i, true),
+            None => (0, false),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]

@@ -71,8 +71,9 @@
 //! - `gather_nd` broadcasts batch dimensions of size 1; `gather_batched` requires them
 //!   equal (TensorFlow);
 //! - `_into` writes nothing when it returns a shape or axis error; after an index error
-//!   `out` holds valid elements, some already gathered (indices are checked as they are
-//!   read, not in a separate pass).
+//!   the contents of `out` are unspecified, though every element is a valid value (its
+//!   old one or some element of the input): indices are checked as they are read, not in
+//!   a separate pass.
 //!
 //! # Layouts and threads
 //!

@@ -3,6 +3,7 @@
 mod errors;
 mod fixtures;
 mod huge;
+mod lanes;
 mod layouts;
 mod panics;
 mod parallel;

@@ -1,0 +1,150 @@
+//! Long contiguous element lanes: the kernel's vectorized loop (chosen at run time for
+//! AVX2 / AVX-512 from 16 elements) against the naive references, for every index type,
+//! several element sizes, every mode and lanes whose length crosses the vector widths.
+
+use std::fmt::Debug;
+
+use ndarray::{Array2, ArrayD, IxDyn};
+use ndarray_gather::prelude::*;
+
+use crate::reference::{self, Mode};
+
+/// Lane lengths around the thresholds and vector widths (4, 8, 16 lanes of 32-bit).
+const LENGTHS: [usize; 9] = [1, 15, 16, 17, 31, 33, 64, 67, 130];
+
+/// Index values in range for an axis of `n`, negative ones included for signed types,
+/// plus a few out of range when `wild` (for Wrap and Clip).
+fn values(count: usize, n: usize, signed: bool, wild: bool, seed: usize) -> Vec<i64> {
+    (0..count)
+        .map(|i| {
+            let h = (i * 2654435761 + seed * 40503) % 1000;
+            let span = if wild { 3 * n } else { n };
+            let v = (h % span) as i64 - if wild { n as i64 } else { 0 };
+            if signed && !wild && h % 3 == 0 {
+                v - n as i64
+            } else if !signed {
+                v.rem_euclid(3 * n as i64)
+            } else {
+                v
+            }
+        })
+        .map(|v| if !signed && !wild { v % n as i64 } else { v })
+        .collect()
+}
+
+fn check<A, I>(input: &Array2<A>, signed: bool)
+where
+    A: Clone + Send + Sync + PartialEq + Debug,
+    I: GatherIndex + TryFrom<i64> + TryInto<i128>,
+    <I as TryFrom<i64>>::Error: Debug,
+{
+    let rows = input.nrows();
+    let n = input.ncols();
+    for (seed, &lane) in LENGTHS.iter().enumerate() {
+        for (mode, m, wild) in [
+            (IndexMode::Raise, Mode::Raise, false),
+            (IndexMode::Wrap, Mode::Wrap, true),
+            (IndexMode::Clip, Mode::Clip, true),
+        ] {
+            let v = values(rows * lane, n, signed, wild, seed);
+            let idx = Array2::from_shape_vec(
+                (rows, lane),
+                v.into_iter().map(|x| I::try_from(x).unwrap()).collect(),
+            )
+            .unwrap();
+            let iv = idx.view().into_dyn();
+            let xv = input.view().into_dyn();
+            // take_along_axis: one lane per row (positional stride 0 on the input).
+            if mode == IndexMode::Raise {
+                let want = reference::along_axis(&xv, &iv, 1).unwrap();
+                assert_eq!(
+                    input.take_along_axis(&idx, 1).unwrap().into_dyn(),
+                    want,
+                    "lane {lane}"
+                );
+                // gather_elements along axis 0: each lane reads across a row (positional
+                // stride 1), a row chosen per element.
+                let wide =
+                    Array2::from_shape_fn((rows, lane), |(i, j)| input[[(i + j) % rows, j % n]].clone());
+                let down = values(2 * lane, rows, signed, false, seed);
+                let down = Array2::from_shape_vec(
+                    (2, lane),
+                    down.into_iter().map(|x| I::try_from(x).unwrap()).collect(),
+                )
+                .unwrap();
+                let want = reference::elements(&wide.view().into_dyn(), &down.view().into_dyn(), 0).unwrap();
+                assert_eq!(
+                    wide.gather_elements(&down, 0).unwrap().into_dyn(),
+                    want,
+                    "lane {lane}"
+                );
+            }
+            // take with an axis over a 1-D index vector: each row is one lane.
+            let flat = ArrayD::from_shape_vec(IxDyn(&[rows * lane]), idx.iter().copied().collect()).unwrap();
+            let want = reference::gather(&xv, &flat.view(), 1, m).unwrap();
+            assert_eq!(
+                input.take(&flat, Some(1), mode).unwrap(),
+                want,
+                "lane {lane} {mode:?}"
+            );
+            let mut out = ArrayD::from_elem(IxDyn(&[rows, rows * lane, 1]), input[[0, 0]].clone());
+            let lowered = input.view().insert_axis(ndarray::Axis(2));
+            let lidx = flat
+                .view()
+                .insert_axis(ndarray::Axis(0))
+                .insert_axis(ndarray::Axis(0));
+            if mode == IndexMode::Raise {
+                lowered
+                    .into_dyn()
+                    .gather_multiaxis_into(&lidx.into_dyn().permuted_axes(IxDyn(&[0, 2, 1])), &[1], &mut out)
+                    .unwrap();
+                assert_eq!(out, want.clone().insert_axis(ndarray::Axis(2)));
+            }
+        }
+    }
+}
+
+fn every_index_type<A>(input: &Array2<A>)
+where
+    A: Clone + Send + Sync + PartialEq + Debug,
+{
+    check::<A, i32>(input, true);
+    check::<A, i64>(input, true);
+    check::<A, isize>(input, true);
+    check::<A, u32>(input, false);
+    check::<A, u64>(input, false);
+    check::<A, usize>(input, false);
+}
+
+#[test]
+fn long_lanes_match_the_reference() {
+    let rows = if cfg!(miri) { 2 } else { 5 };
+    let f = |i: usize, j: usize| i * 1000 + j;
+    every_index_type(&Array2::from_shape_fn((rows, 37), |(i, j)| f(i, j) as f32));
+    every_index_type(&Array2::from_shape_fn((rows, 37), |(i, j)| f(i, j) as f64));
+    every_index_type(&Array2::from_shape_fn((rows, 37), |(i, j)| f(i, j) as u8));
+    every_index_type(&Array2::from_shape_fn((rows, 37), |(i, j)| f(i, j) as u16));
+    every_index_type(&Array2::from_shape_fn((rows, 37), |(i, j)| {
+        (f(i, j) as u8, f(i, j) as u32)
+    }));
+    every_index_type(&Array2::from_shape_fn((rows, 37), |(i, j)| f(i, j).to_string()));
+}
+
+#[test]
+fn a_bad_index_anywhere_in_a_long_lane_is_found() {
+    let a = Array2::from_shape_fn((3, 40), |(i, j)| (i * 40 + j) as f32);
+    for lane in [16, 40, 130] {
+        for at in [0, lane / 2, lane - 1] {
+            for bad in [40_i64, -41, i64::MAX, i64::MIN] {
+                let mut idx = Array2::from_shape_fn((3, lane), |(i, j)| ((i + j) % 40) as i64);
+                idx[[2, at]] = bad;
+                let e = a.take_along_axis(&idx, 1).unwrap_err();
+                assert!(
+                    matches!(e, GatherError::IndexOutOfBounds { index, ref position, axis: 1, axis_len: 40, .. }
+                        if index == bad as i128 && position == &vec![2, at]),
+                    "lane {lane} at {at} bad {bad}: {e:?}"
+                );
+            }
+        }
+    }
+}
