@@ -204,9 +204,18 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             o_inp += *c as isize * l.inp;
             o_idx += *c as isize * l.idx;
         }
+        let ahead = self.prefetch_distance();
         let mut remaining = end - start;
         while remaining > 0 {
             let last = lane_len.min(first + remaining);
+            if let (Some((row, dist)), Some(&c)) = (ahead, coord.last()) {
+                if c + dist < row.len {
+                    // SAFETY: lane `c + dist` of the innermost outer loop exists.
+                    unsafe {
+                        self.prefetch::<R>(o_inp + dist as isize * row.inp, o_idx + dist as isize * row.idx)
+                    };
+                }
+            }
             // SAFETY: the offsets are those of a valid outer position (the odometer never
             // leaves the loops' bounds) and `first..last` is within the lane.
             unsafe { self.lane::<R, INIT>(o_out, o_inp, o_idx, first, last, &mut guard.written)? };
@@ -228,6 +237,44 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         }
         guard.armed = false;
         Ok(())
+    }
+
+    /// For block lanes read from far-apart places (embedding rows, pixels, points), how
+    /// many lanes ahead of the current one the kernel prefetches the input block, along the
+    /// innermost outer loop. Enough lanes to cover about 4 KiB of blocks in flight.
+    #[inline(always)]
+    fn prefetch_distance(&self) -> Option<(Loop, usize)> {
+        let block = self.lane.idx == 0 && self.lane.inp == 1 && !self.axes.is_empty();
+        let row = *self.outer.last()?;
+        let bytes = (self.lane.len * std::mem::size_of::<A>()).max(1);
+        (cfg!(target_arch = "x86_64") && block && row.idx != 0)
+            .then(|| (row, (4096 / bytes).clamp(2, 32)))
+    }
+
+    /// Asks the CPU to start loading the block of the lane at outer offsets `o_inp`,
+    /// `o_idx` (a hint: no effect on results).
+    ///
+    /// # Safety
+    /// `o_idx` is the indices offset of an existing lane.
+    #[inline(always)]
+    unsafe fn prefetch<R: Resolve>(&self, o_inp: isize, o_idx: isize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+            // SAFETY: the indices read are those of an existing lane (this function's
+            // contract); a bad index is skipped here and reported when its lane runs.
+            if let Ok(g) = unsafe { self.gathered::<R>(o_idx) } {
+                let p = self.inp.wrapping_offset(o_inp + g).cast::<i8>();
+                let bytes = self.lane.len * std::mem::size_of::<A>();
+                for line in (0..bytes + 63).step_by(64) {
+                    // SAFETY: a prefetch never faults and has no effect on memory contents;
+                    // the address is in the input block, computed without dereferencing.
+                    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line)) };
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (o_inp, o_idx);
     }
 
     /// The input offset selected by the coordinate at indices offset `at`.
@@ -354,7 +401,7 @@ impl<A: Clone> Axis1<A> {
         out: &mut [MaybeUninit<A>],
         idx: &[I],
     ) -> bool {
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
+        #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
             if out.len() >= 16 {
@@ -373,7 +420,7 @@ impl<A: Clone> Axis1<A> {
         unsafe { self.fill::<I, R, INIT>(out, idx) }
     }
 
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
     unsafe fn fill_avx512<I: GatherIndex, R: Resolve, const INIT: bool>(
         self,
@@ -384,7 +431,7 @@ impl<A: Clone> Axis1<A> {
         unsafe { self.fill::<I, R, INIT>(out, idx) }
     }
 
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
     unsafe fn fill_avx2<I: GatherIndex, R: Resolve, const INIT: bool>(
         self,
