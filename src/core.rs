@@ -96,7 +96,6 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
         let plan = self.plan()?;
         // Indices are checked by the kernel as it reads them (a separate pass would read
         // them twice); if one is bad, the kernel drops what it wrote and we free the rest.
-        let shape = IxDyn(&plan.out_shape);
         let strides = c_strides(&plan.out_shape);
         let loops = plan.loops(&strides);
         let mut buf: Vec<A> = Vec::with_capacity(plan.out_len);
@@ -108,14 +107,13 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
         // SAFETY: the kernel returned Ok, so it initialized all `out_len` elements (every
         // output position is written exactly once).
         unsafe { buf.set_len(plan.out_len) };
-        let mut out = ArrayD::from_shape_vec(shape, buf).map_err(|_| GatherError::SizeOverflow {
+        // The removed axes have length 1, so the caller's shape has the same row-major
+        // layout as the lowered one.
+        let shape = IxDyn(&self.final_shape(&plan.out_shape));
+        ArrayD::from_shape_vec(shape, buf).map_err(|_| GatherError::SizeOverflow {
             op: self.op,
             shape: plan.out_shape.to_vec(),
-        })?;
-        for &ax in self.remove.iter().rev() {
-            out = out.index_axis_move(Axis(ax), 0);
-        }
-        Ok(out)
+        })
     }
 
     /// Gathers into `out`, which must have the output shape. Every error but a bad index
@@ -236,8 +234,8 @@ fn advise_huge_pages<A>(buf: &mut Vec<A>) {
 fn advise_huge_pages<A>(_: &mut Vec<A>) {}
 
 /// Row-major strides of `shape`, in elements.
-pub(crate) fn c_strides(shape: &[usize]) -> Vec<isize> {
-    let mut strides = vec![0isize; shape.len()];
+fn c_strides(shape: &[usize]) -> Small<isize> {
+    let mut strides: Small<isize> = shape.iter().map(|_| 0).collect();
     let mut acc = 1isize;
     for (s, &n) in strides.iter_mut().zip(shape).rev() {
         *s = acc;

@@ -247,8 +247,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         let block = self.lane.idx == 0 && self.lane.inp == 1 && !self.axes.is_empty();
         let row = *self.outer.last()?;
         let bytes = (self.lane.len * std::mem::size_of::<A>()).max(1);
-        (cfg!(target_arch = "x86_64") && block && row.idx != 0)
-            .then(|| (row, (4096 / bytes).clamp(2, 32)))
+        (cfg!(target_arch = "x86_64") && block && row.idx != 0).then(|| (row, (4096 / bytes).clamp(2, 32)))
     }
 
     /// Asks the CPU to start loading the block of the lane at outer offsets `o_inp`,

@@ -13,6 +13,7 @@ pub(crate) enum Small<T: Copy + Default> {
 }
 
 impl<T: Copy + Default> Small<T> {
+    #[inline]
     pub fn new() -> Self {
         Small::Inline {
             len: 0,
@@ -55,6 +56,7 @@ impl<T: Copy + Default> Deref for Small<T> {
 }
 
 impl<T: Copy + Default> DerefMut for Small<T> {
+    #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
         match self {
             Small::Inline { len, items } => &mut items[..*len],
@@ -72,12 +74,28 @@ impl<'a, T: Copy + Default> IntoIterator for &'a Small<T> {
 }
 
 impl<T: Copy + Default> FromIterator<T> for Small<T> {
+    #[inline]
     fn from_iter<It: IntoIterator<Item = T>>(iter: It) -> Self {
-        let mut s = Small::new();
-        for v in iter {
-            s.push(v);
+        let mut iter = iter.into_iter();
+        match iter.size_hint() {
+            (_, Some(hi)) if hi <= INLINE => {
+                // Fits inline for sure: fill the array directly.
+                let mut items = [T::default(); INLINE];
+                let mut len = 0;
+                for (slot, v) in items.iter_mut().zip(&mut iter) {
+                    *slot = v;
+                    len += 1;
+                }
+                Small::Inline { len, items }
+            }
+            _ => {
+                let mut s = Small::new();
+                for v in iter {
+                    s.push(v);
+                }
+                s
+            }
         }
-        s
     }
 }
 
