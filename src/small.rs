@@ -23,17 +23,26 @@ impl<T: Copy + Default> Small<T> {
 
     #[inline]
     pub fn push(&mut self, v: T) {
-        match self {
-            Small::Inline { len, items } if *len < INLINE => {
-                items[*len] = v;
+        if let Small::Inline { len, items } = self {
+            if let Some(slot) = items.get_mut(*len) {
+                *slot = v;
                 *len += 1;
+                return;
             }
+        }
+        self.push_spilled(v);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn push_spilled(&mut self, v: T) {
+        match self {
             Small::Inline { len, items } => {
                 let mut heap = items[..*len].to_vec();
                 heap.push(v);
                 *self = Small::Heap(heap);
             }
-            Small::Heap(v2) => v2.push(v),
+            Small::Heap(h) => h.push(v),
         }
     }
 }
