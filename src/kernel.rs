@@ -138,7 +138,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                 }
             }
         };
-        let helpers = rayon::current_num_threads() - usize::from(rayon::current_thread_index().is_some());
+        // The calling thread works too, so N - 1 helpers keep N threads busy on a pool of N
+        // (one per core by default) whether or not the caller is one of the pool's own.
+        let helpers = rayon::current_num_threads() - 1;
         rayon::in_place_scope(|s| {
             for _ in 0..helpers.min(chunks - 1) {
                 s.spawn(|_| work());
