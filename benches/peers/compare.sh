@@ -18,9 +18,15 @@ fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 (cd "$root" && cargo build --quiet --release --example workloads)
-# OPENBLAS_CORETYPE slows a current numpy; nothing here uses BLAS, but unset it anyway.
-env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" "$here/peers.py" "$@" > "$tmp/peers.txt"
-"$root/target/release/examples/workloads" "$@" > "$tmp/crate.txt"
+# Peers and crate take turns per workload, so that a slow spell of this (shared, noisy)
+# machine hits both sides of a ratio rather than one.
+ids=("$@")
+[ ${#ids[@]} -eq 0 ] && ids=(W1 W2 W3 W4 W5 W6 W7 W8)
+for id in "${ids[@]}"; do
+  # OPENBLAS_CORETYPE slows a current numpy; nothing here uses BLAS, but unset it anyway.
+  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" "$here/peers.py" "$id" >> "$tmp/peers.txt"
+  "$root/target/release/examples/workloads" "$id" >> "$tmp/crate.txt"
+done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%Y-%m-%d)"
 "$venv/bin/python" - "$tmp/crate.txt" "$tmp/peers.txt" <<'PY'
 import sys
