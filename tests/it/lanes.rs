@@ -148,3 +148,40 @@ fn a_bad_index_anywhere_in_a_long_lane_is_found() {
         }
     }
 }
+
+/// Rows of many short block lanes: the kernel resolves blocks up to 32 lanes ahead to
+/// prefetch them and reuses those offsets when their turn comes.
+#[test]
+fn long_rows_of_short_blocks_match_the_reference() {
+    let n = if cfg!(miri) { 40 } else { 3000 };
+    // Embedding lookup with 4-byte .. 256-byte rows, one row of lanes per index vector.
+    for width in [1, 4, 16, 64] {
+        let table = Array2::from_shape_fn((97, width), |(i, j)| (i * 1000 + j) as f32);
+        let ids = ndarray::Array1::from_shape_fn(n, |k| ((k * 7919) % 97) as i64 - 40);
+        let want =
+            reference::gather(&table.view().into_dyn(), &ids.view().into_dyn(), 0, Mode::Raise).unwrap();
+        assert_eq!(table.gather(&ids, 0).unwrap(), want, "width {width}");
+        // Started mid-row (a range of the parallel split) and through a sliced input.
+        let view = table.slice(ndarray::s![.., ..;2]);
+        let want = reference::gather(&view.into_dyn(), &ids.view().into_dyn(), 0, Mode::Raise).unwrap();
+        assert_eq!(view.gather(&ids, 0).unwrap(), want, "width {width} sliced");
+    }
+    // (x, y) points per image, W8's layout.
+    let x = ndarray::Array4::from_shape_fn((2, 9, 11, 16), |(b, h, w, c)| {
+        (b * 10000 + h * 1000 + w * 20 + c) as u16
+    });
+    let idx = ndarray::Array4::from_shape_fn((2, n, 1, 2), |(b, i, _, k)| {
+        ((i * 31 + b * 7 + k * 5) % if k == 0 { 11 } else { 9 }) as i32
+    });
+    let want = reference::multiaxis(&x.view().into_dyn(), &idx.view().into_dyn(), &[2, 1]).unwrap();
+    assert_eq!(x.gather_multiaxis(&idx, &[2, 1]).unwrap().into_dyn(), want);
+    // A bad point far into a row is still reported at its position.
+    let mut bad = idx.clone();
+    bad[[1, n - 3, 0, 1]] = 9;
+    let e = x.gather_multiaxis(&bad, &[2, 1]).unwrap_err();
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: 9, ref position, axis: 1, axis_len: 9, .. }
+            if position == &vec![1, n - 3, 0, 1]),
+        "{e:?}"
+    );
+}
