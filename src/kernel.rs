@@ -213,13 +213,13 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         let mut remaining = end - start;
         while remaining > 0 {
             let last = lane_len.min(first + remaining);
-            if let (Some((row, dist)), Some(&c)) = (ahead, coord.last()) {
-                if c + dist < row.len {
-                    // SAFETY: lane `c + dist` of the innermost outer loop exists.
-                    unsafe {
-                        self.prefetch::<R>(o_inp + dist as isize * row.inp, o_idx + dist as isize * row.idx)
-                    };
-                }
+            if let (Some((row, dist)), Some(&c)) = (ahead, coord.last())
+                && c + dist < row.len
+            {
+                // SAFETY: lane `c + dist` of the innermost outer loop exists.
+                unsafe {
+                    self.prefetch::<R>(o_inp + dist as isize * row.inp, o_idx + dist as isize * row.idx)
+                };
             }
             // SAFETY: the offsets are those of a valid outer position (the odometer never
             // leaves the loops' bounds) and `first..last` is within the lane.

@@ -142,15 +142,15 @@ impl Plan {
                 comp: j as isize * indices.strides[rank - 1],
             })
             .collect();
-        if out_len > 0 {
-            if let Some(t) = terms.iter().find(|t| t.len == 0) {
-                return Err(GatherError::EmptyAxis {
-                    op,
-                    axis: t.axis,
-                    input_shape: input.shape.to_vec(),
-                    output_shape: out_shape.to_vec(),
-                });
-            }
+        if out_len > 0
+            && let Some(t) = terms.iter().find(|t| t.len == 0)
+        {
+            return Err(GatherError::EmptyAxis {
+                op,
+                axis: t.axis,
+                input_shape: input.shape.to_vec(),
+                output_shape: out_shape.to_vec(),
+            });
         }
 
         let dims = (0..rank)

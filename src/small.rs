@@ -23,12 +23,12 @@ impl<T: Copy + Default> Small<T> {
 
     #[inline]
     pub fn push(&mut self, v: T) {
-        if let Small::Inline { len, items } = self {
-            if let Some(slot) = items.get_mut(*len) {
-                *slot = v;
-                *len += 1;
-                return;
-            }
+        if let Small::Inline { len, items } = self
+            && let Some(slot) = items.get_mut(*len)
+        {
+            *slot = v;
+            *len += 1;
+            return;
         }
         self.push_spilled(v);
     }

@@ -20,7 +20,7 @@ fn values(count: usize, n: usize, signed: bool, wild: bool, seed: usize) -> Vec<
             let h = (i * 2654435761 + seed * 40503) % 1000;
             let span = if wild { 3 * n } else { n };
             let v = (h % span) as i64 - if wild { n as i64 } else { 0 };
-            if signed && !wild && h % 3 == 0 {
+            if signed && !wild && h.is_multiple_of(3) {
                 v - n as i64
             } else if !signed {
                 v.rem_euclid(3 * n as i64)

@@ -77,7 +77,7 @@ pub fn multiaxis<A: Clone, I: TryInto<i128> + Copy>(
     }
     let k = axes.len().max(1);
     let mut logical = indices.shape().to_vec();
-    if logical[r - 1] % k != 0 {
+    if !logical[r - 1].is_multiple_of(k) {
         return Err(());
     }
     logical[r - 1] /= k;
