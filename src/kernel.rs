@@ -464,14 +464,13 @@ impl<A: Clone> Axis1<A> {
             let (j, ok) = R::resolve_or_zero(v, len);
             good &= ok;
             // SAFETY: `j < len` (0 for a bad index, and `len > 0`), so this is an element
-            // of the input by the contract of `dispatch`.
-            let v = unsafe { &*inp.offset(i as isize * step + j as isize * stride) }.clone();
-            if INIT {
-                o.write(v);
-            } else {
-                // SAFETY: without `INIT` the output is initialized.
-                unsafe { *o.assume_init_mut() = v };
-            }
+            // of the input by the contract of `dispatch`; `o` is initialized unless `INIT`.
+            unsafe {
+                store::<A, INIT>(
+                    o.as_mut_ptr(),
+                    &*inp.offset(i as isize * step + j as isize * stride),
+                )
+            };
         }
         good
     }
