@@ -44,11 +44,45 @@ pub fn indices(count: usize, n: usize, seed: u64) -> Vec<i64> {
 
 pub fn data(shape: &[usize]) -> ArrayD<f32> {
     let n = shape.iter().product::<usize>();
-    ArrayD::from_shape_vec(IxDyn(shape), (0..n).map(|i| (i % 65521) as f32).collect()).unwrap()
+    ArrayD::from_shape_vec(IxDyn(shape), numpy_like(n, |i| (i % 65521) as f32)).unwrap()
 }
 
 fn ids(shape: &[usize], n: usize, seed: u64) -> ArrayD<i64> {
-    ArrayD::from_shape_vec(IxDyn(shape), indices(shape.iter().product(), n, seed)).unwrap()
+    let v = indices(shape.iter().product(), n, seed);
+    ArrayD::from_shape_vec(IxDyn(shape), numpy_like(v.len(), |i| v[i])).unwrap()
+}
+
+/// A vector of `f(0), f(1), ...`, allocated the way NumPy allocates arrays: from 4 MiB up,
+/// with Linux's transparent-huge-page advice before the first touch. The peers read their
+/// inputs from huge pages, so the crate's inputs are allocated likewise (the crate's own
+/// allocating calls advise their outputs the same way).
+pub fn numpy_like<T>(len: usize, f: impl FnMut(usize) -> T) -> Vec<T> {
+    let mut v: Vec<T> = Vec::with_capacity(len);
+    let bytes = len * std::mem::size_of::<T>();
+    #[cfg(target_os = "linux")]
+    if bytes >= 4 << 20 {
+        unsafe extern "C" {
+            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: std::ffi::c_int) -> std::ffi::c_int;
+        }
+        const MADV_HUGEPAGE: std::ffi::c_int = 14;
+        let base = v.as_mut_ptr().cast::<u8>();
+        let skip = (base as usize).next_multiple_of(2 << 20) - base as usize;
+        let len = bytes.saturating_sub(skip) & !((2 << 20) - 1);
+        if len > 0 {
+            // SAFETY: `base + skip .. + len` lies inside the vector's allocation (aligned
+            // down to whole 2 MiB pages); MADV_HUGEPAGE changes no contents, only how the
+            // kernel backs the pages on first touch.
+            unsafe { madvise(base.add(skip).cast(), len, MADV_HUGEPAGE) };
+        }
+    }
+    v.extend((0..len).map(f));
+    v
+}
+
+/// A copy of a standard-layout array, allocated like [`numpy_like`].
+fn copy<T: Clone>(a: &ArrayD<T>) -> ArrayD<T> {
+    let s = a.as_slice().unwrap();
+    ArrayD::from_shape_vec(a.raw_dim(), numpy_like(s.len(), |i| s[i].clone())).unwrap()
 }
 
 /// An owned array with unit axes inserted at `at` (ascending positions of the result).
@@ -69,8 +103,8 @@ pub fn build(id: &str) -> Workload {
             let table = data(&[50000, 256]);
             let ix = ids(&[64, 512], 50000, 1);
             let into = into_fn(
-                reshaped(table.clone(), &[1, 2]),
-                reshaped(ix.clone(), &[0, 3]),
+                reshaped(copy(&table), &[1, 2]),
+                reshaped(copy(&ix), &[0, 3]),
                 vec![0],
             );
             Workload {
@@ -84,11 +118,7 @@ pub fn build(id: &str) -> Workload {
         "W2_midaxis" => {
             let x = data(&[64, 2048, 64]);
             let ix = ids(&[1024], 2048, 2);
-            let into = into_fn(
-                reshaped(x.clone(), &[2]),
-                reshaped(ix.clone(), &[0, 1, 3]),
-                vec![1],
-            );
+            let into = into_fn(reshaped(copy(&x), &[2]), reshaped(copy(&ix), &[0, 1, 3]), vec![1]);
             Workload {
                 id: "W2_midaxis",
                 out_bytes: 64 * 1024 * 64 * 4,
@@ -101,7 +131,7 @@ pub fn build(id: &str) -> Workload {
             let axis = usize::from(id == "W3_elem_last");
             let x = data(&[2048, 2048]);
             let ix = ids(&[2048, 2048], 2048, 3 + axis as u64);
-            let into = into_fn(x.clone(), ix.clone(), vec![axis]);
+            let into = into_fn(copy(&x), copy(&ix), vec![axis]);
             Workload {
                 id: if axis == 1 {
                     "W3_elem_last"
@@ -118,11 +148,7 @@ pub fn build(id: &str) -> Workload {
             let n = 1_000_000;
             let x = data(&[1024, 1024, 4]);
             let ix = ids(&[n, 2], 1024, 5);
-            let into = into_fn(
-                reshaped(x.clone(), &[3]),
-                reshaped(ix.clone(), &[1, 2]),
-                vec![0, 1],
-            );
+            let into = into_fn(reshaped(copy(&x), &[3]), reshaped(copy(&ix), &[1, 2]), vec![0, 1]);
             Workload {
                 id: "W5_nd_pixels",
                 out_bytes: n * 4 * 4,
@@ -134,7 +160,7 @@ pub fn build(id: &str) -> Workload {
         "W6_batched" => {
             let x = data(&[32, 4096, 128]);
             let ix = ids(&[32, 512], 4096, 6);
-            let into = into_fn(reshaped(x.clone(), &[2]), reshaped(ix.clone(), &[1, 3]), vec![1]);
+            let into = into_fn(reshaped(copy(&x), &[2]), reshaped(copy(&ix), &[1, 3]), vec![1]);
             Workload {
                 id: "W6_batched",
                 out_bytes: 32 * 512 * 128 * 4,
@@ -150,7 +176,7 @@ pub fn build(id: &str) -> Workload {
             )
             .unwrap();
             let ix = Array1::from(vec![3_i64, 1]).into_dyn();
-            let into = into_fn(reshaped(x.clone(), &[1]), reshaped(ix.clone(), &[0, 2]), vec![0]);
+            let into = into_fn(reshaped(copy(&x), &[1]), reshaped(copy(&ix), &[0, 2]), vec![0]);
             Workload {
                 id: "W7_tiny",
                 out_bytes: 6 * 4,
@@ -163,7 +189,7 @@ pub fn build(id: &str) -> Workload {
             let n = 65536;
             let x = data(&[8, 256, 256, 16]);
             let ix = ids(&[8, n, 1, 2], 256, 8);
-            let into = into_fn(x.clone(), ix.clone(), vec![2, 1]);
+            let into = into_fn(copy(&x), copy(&ix), vec![2, 1]);
             Workload {
                 id: "W8_multiaxis",
                 out_bytes: 8 * n * 16 * 4,
