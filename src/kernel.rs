@@ -197,88 +197,164 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             written: 0,
             armed: INIT && needs_drop::<A>(),
         };
-        // The odometer over the outer loops, starting at the lane holding `start`.
+        // The innermost outer loop is walked as rows of lanes; an odometer over the other
+        // outer loops moves from row to row. Start at the lane holding `start`.
+        let (row, upper) = match self.outer.split_last() {
+            Some((row, upper)) => (*row, upper),
+            None => (
+                Loop {
+                    len: 1,
+                    ..Loop::default()
+                },
+                &[][..],
+            ),
+        };
+        let lane_no = start / lane_len;
         let mut first = start % lane_len;
-        let mut coord: Small<usize> = self.outer.iter().map(|_| 0).collect();
-        let (mut o_out, mut o_inp, mut o_idx) = (0isize, 0isize, 0isize);
-        let mut rem = start / lane_len;
-        for (c, l) in coord.iter_mut().zip(self.outer).rev() {
-            *c = rem % l.len;
+        let mut c = lane_no % row.len;
+        let mut coord: Small<usize> = upper.iter().map(|_| 0).collect();
+        let (mut r_out, mut r_inp, mut r_idx) = (0isize, 0isize, 0isize);
+        let mut rem = lane_no / row.len;
+        for (k, l) in coord.iter_mut().zip(upper).rev() {
+            *k = rem % l.len;
             rem /= l.len;
-            o_out += *c as isize * l.out;
-            o_inp += *c as isize * l.inp;
-            o_idx += *c as isize * l.idx;
+            r_out += *k as isize * l.out;
+            r_inp += *k as isize * l.inp;
+            r_idx += *k as isize * l.idx;
         }
-        let ahead = self.prefetch_distance();
+        let blocks = self.lane.idx == 0 && !self.axes.is_empty();
         let mut remaining = end - start;
-        while remaining > 0 {
-            let last = lane_len.min(first + remaining);
-            if let (Some((row, dist)), Some(&c)) = (ahead, coord.last())
-                && c + dist < row.len
-            {
-                // SAFETY: lane `c + dist` of the innermost outer loop exists.
-                unsafe {
-                    self.prefetch::<R>(o_inp + dist as isize * row.inp, o_idx + dist as isize * row.idx)
-                };
+        loop {
+            let at = c as isize;
+            let (mut o_out, mut o_inp, mut o_idx) =
+                (r_out + at * row.out, r_inp + at * row.inp, r_idx + at * row.idx);
+            while c < row.len && remaining > 0 {
+                if blocks && first == 0 && remaining >= lane_len {
+                    // Whole block lanes: a loop of their own.
+                    let k = (row.len - c).min(remaining / lane_len);
+                    // SAFETY: lanes `c..c + k` of this row exist and are whole blocks.
+                    unsafe {
+                        self.block_row::<R, INIT>(row, c, c + k, (o_out, o_inp, o_idx), &mut guard.written)?
+                    };
+                    c += k;
+                    remaining -= k * lane_len;
+                    let k = k as isize;
+                    o_out += k * row.out;
+                    o_inp += k * row.inp;
+                    o_idx += k * row.idx;
+                    continue;
+                }
+                let last = lane_len.min(first + remaining);
+                // SAFETY: the offsets are those of a valid outer position (the odometer
+                // never leaves the loops' bounds) and `first..last` is within the lane.
+                unsafe { self.lane::<R, INIT>(o_out, o_inp, o_idx, first, last, &mut guard.written)? };
+                remaining -= last - first;
+                first = 0;
+                c += 1;
+                o_out += row.out;
+                o_inp += row.inp;
+                o_idx += row.idx;
             }
-            // SAFETY: the offsets are those of a valid outer position (the odometer never
-            // leaves the loops' bounds) and `first..last` is within the lane.
-            unsafe { self.lane::<R, INIT>(o_out, o_inp, o_idx, first, last, &mut guard.written)? };
-            remaining -= last - first;
-            first = 0;
-            for (c, l) in coord.iter_mut().zip(self.outer).rev() {
-                *c += 1;
-                o_out += l.out;
-                o_inp += l.inp;
-                o_idx += l.idx;
-                if *c < l.len {
+            if remaining == 0 {
+                break;
+            }
+            c = 0;
+            for (k, l) in coord.iter_mut().zip(upper).rev() {
+                *k += 1;
+                r_out += l.out;
+                r_inp += l.inp;
+                r_idx += l.idx;
+                if *k < l.len {
                     break;
                 }
-                *c = 0;
-                o_out -= l.len as isize * l.out;
-                o_inp -= l.len as isize * l.inp;
-                o_idx -= l.len as isize * l.idx;
+                *k = 0;
+                r_out -= l.len as isize * l.out;
+                r_inp -= l.len as isize * l.inp;
+                r_idx -= l.len as isize * l.idx;
             }
         }
         guard.armed = false;
         Ok(())
     }
 
-    /// For block lanes read from far-apart places (embedding rows, pixels, points), how
-    /// many lanes ahead of the current one the kernel prefetches the input block, along the
-    /// innermost outer loop. Enough lanes to cover about 4 KiB of blocks in flight.
-    #[inline(always)]
-    fn prefetch_distance(&self) -> Option<(Loop, usize)> {
-        let block = self.lane.idx == 0 && self.lane.inp == 1 && !self.axes.is_empty();
-        let row = *self.outer.last()?;
-        let bytes = (self.lane.len * std::mem::size_of::<A>()).max(1);
-        (cfg!(target_arch = "x86_64") && block && row.idx != 0).then(|| (row, (4096 / bytes).clamp(2, 32)))
-    }
-
-    /// Asks the CPU to start loading the block of the lane at outer offsets `o_inp`,
-    /// `o_idx` (a hint: no effect on results).
+    /// Whole block lanes `c0..c1` of a row whose lane `c0` is at offsets `at`: each lane
+    /// resolves one coordinate and copies a run. Lanes are embedding rows, GatherND
+    /// slices, pixels or points, read from far-apart places, so the block a few lanes
+    /// ahead is prefetched (on x86-64), to keep several reads in flight.
     ///
     /// # Safety
-    /// `o_idx` is the indices offset of an existing lane.
-    #[inline(always)]
-    unsafe fn prefetch<R: Resolve>(&self, o_inp: isize, o_idx: isize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-            // SAFETY: the indices read are those of an existing lane (this function's
-            // contract); a bad index is skipped here and reported when its lane runs.
-            if let Ok(g) = unsafe { self.gathered::<R>(o_idx) } {
-                let p = self.inp.wrapping_offset(o_inp + g).cast::<i8>();
-                let bytes = self.lane.len * std::mem::size_of::<A>();
-                for line in (0..bytes + 63).step_by(64) {
-                    // SAFETY: a prefetch never faults and has no effect on memory contents;
-                    // the address is in the input block, computed without dereferencing.
-                    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(line)) };
-                }
-            }
+    /// The contract of [`Task::walk`]; lanes `c0..c1` exist; the lane is a block
+    /// (`lane.idx == 0`, at least one axis).
+    #[inline(never)]
+    unsafe fn block_row<R: Resolve, const INIT: bool>(
+        &self,
+        row: Loop,
+        c0: usize,
+        c1: usize,
+        at: (isize, isize, isize),
+        written: &mut usize,
+    ) -> Result<(), BadIndex> {
+        // The axis terms by value for one or two axes (the usual cases), so that they stay
+        // in registers: through `self` the compiler must reload them after every store.
+        // SAFETY: forwarded; `fixed` holds this task's own axis terms.
+        match *self.axes {
+            [a] => unsafe { self.block_row_with::<R, INIT, 1>(&[a], row, c0, c1, at, written) },
+            [a, b] => unsafe { self.block_row_with::<R, INIT, 2>(&[a, b], row, c0, c1, at, written) },
+            _ => unsafe { self.block_row_with::<R, INIT, 0>(&[], row, c0, c1, at, written) },
         }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (o_inp, o_idx);
+    }
+
+    /// [`Task::block_row`] with `N` axis terms in `fixed` (or, for `N == 0`, those of
+    /// `self`).
+    ///
+    /// # Safety
+    /// The contract of [`Task::block_row`]; `fixed` are the task's axis terms.
+    #[inline(always)]
+    unsafe fn block_row_with<R: Resolve, const INIT: bool, const N: usize>(
+        &self,
+        fixed: &[AxisTerm; N],
+        row: Loop,
+        c0: usize,
+        c1: usize,
+        at: (isize, isize, isize),
+        written: &mut usize,
+    ) -> Result<(), BadIndex> {
+        let axes: &[AxisTerm] = if N == 0 { self.axes } else { fixed };
+        let (n, idx) = (self.lane.len, self.idx);
+        // The input offset of the block of the lane at indices offset `o`, and whether its
+        // indices were good (a bad one counts as 0 and is reported at the end of the row).
+        let gathered = |o: isize| {
+            let mut off = 0isize;
+            let mut good = true;
+            for a in axes {
+                // SAFETY: `o` is the indices offset of an existing lane.
+                let (i, ok) = R::resolve_or_zero(unsafe { *idx.offset(o + a.comp) }, a.len);
+                off += i as isize * a.stride;
+                good &= ok;
+            }
+            (off, good)
+        };
+        let bytes = n * std::mem::size_of::<A>();
+        // About 4 KiB of blocks in flight, and every cache line a block can touch (for
+        // contiguous blocks; a strided block's lines are not worth guessing).
+        let dist = (4096 / bytes.max(1)).clamp(2, 32);
+        let prefetch = cfg!(target_arch = "x86_64") && row.idx != 0 && self.lane.inp == 1 && bytes > 0;
+        let mut good = true;
+        for c in c0..c1 {
+            let k = (c - c0) as isize;
+            let (o_out, o_inp, o_idx) = (at.0 + k * row.out, at.1 + k * row.inp, at.2 + k * row.idx);
+            if prefetch && c + dist < row.len {
+                let d = dist as isize;
+                let (g, _) = gathered(o_idx + d * row.idx);
+                prefetch_block(self.inp.wrapping_offset(o_inp + d * row.inp + g), bytes);
+            }
+            let (g, ok) = gathered(o_idx);
+            good &= ok;
+            // SAFETY: `g` is the offset of resolved indices (0 for a bad one), so the
+            // block is in the input by `run`'s contract; the output lane exists.
+            unsafe { self.copy::<INIT>(self.out.offset(o_out), self.inp.offset(o_inp + g), 0, n, written) };
+        }
+        if good { Ok(()) } else { Err(BadIndex) }
     }
 
     /// The input offset selected by the coordinate at indices offset `at`.
@@ -317,17 +393,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             if l.idx == 0 || self.axes.is_empty() {
                 // A block: one coordinate for the whole run.
                 let src = self.inp.offset(o_inp + self.gathered::<R>(o_idx)?);
-                if l.inp == 1 && l.out == 1 && !INIT {
-                    let d = std::slice::from_raw_parts_mut(out.add(first), last - first);
-                    d.clone_from_slice(std::slice::from_raw_parts(src.add(first), last - first));
-                } else {
-                    for i in f..last as isize {
-                        store::<A, INIT>(out.offset(i * l.out), &*src.offset(i * l.inp));
-                        if count_each {
-                            *written += 1;
-                        }
-                    }
-                }
+                self.copy::<INIT>(out, src, first, last, written);
+                return Ok(());
             } else if let [a] = self.axes {
                 // One gathered axis (GatherElements, take_along_axis, 1-D take).
                 let (idx, inp) = (self.idx.offset(o_idx + a.comp), self.inp.offset(o_inp));
@@ -372,6 +439,42 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             *written += last - first;
         }
         Ok(())
+    }
+
+    /// Copies positions `first..last` of a block lane from `src` (the block's input
+    /// position 0) to `out` (the lane's output position 0); adds the elements written to
+    /// `written` (per element where a panic could leave them behind).
+    ///
+    /// # Safety
+    /// Both lanes exist with the plan's lane strides; `out` is initialized unless `INIT`.
+    #[inline(always)]
+    unsafe fn copy<const INIT: bool>(
+        &self,
+        out: *mut A,
+        src: *const A,
+        first: usize,
+        last: usize,
+        written: &mut usize,
+    ) {
+        let l = self.lane;
+        let count_each = INIT && needs_drop::<A>();
+        // SAFETY: by the contract above.
+        unsafe {
+            if l.inp == 1 && l.out == 1 && !INIT {
+                let d = std::slice::from_raw_parts_mut(out.add(first), last - first);
+                d.clone_from_slice(std::slice::from_raw_parts(src.add(first), last - first));
+            } else {
+                for i in first as isize..last as isize {
+                    store::<A, INIT>(out.offset(i * l.out), &*src.offset(i * l.inp));
+                    if count_each {
+                        *written += 1;
+                    }
+                }
+            }
+        }
+        if !count_each {
+            *written += last - first;
+        }
     }
 }
 
@@ -474,6 +577,28 @@ impl<A: Clone> Axis1<A> {
         }
         good
     }
+}
+
+/// Asks the CPU to start loading the `bytes` bytes at `p` into cache (a hint: it never
+/// faults and changes no memory, so `p` may be any address). A no-op off x86-64.
+#[inline(always)]
+fn prefetch_block<A>(p: *const A, bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        let p = p.cast::<i8>();
+        // SAFETY (all three): prefetches only; the addresses are computed without
+        // dereferencing. The lines of the first and the last byte, and any between.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes.saturating_sub(1))) };
+        let mut at = 64;
+        while at + 1 < bytes {
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(at)) };
+            at += 64;
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (p, bytes);
 }
 
 /// Stores a clone of `v` at `dst`, assigning (dropping the old value) or initializing.

@@ -117,6 +117,17 @@ fn a_bad_index_midway_drops_what_was_written() {
         let e = rayon_pool(threads).install(|| a.take_along_axis(&idx, 1).unwrap_err());
         assert!(matches!(e, GatherError::IndexOutOfBounds { index: 8, .. }));
         assert_eq!(LIVE.load(Ordering::SeqCst), live + (N * 8) as isize);
+        // Block lanes (whole rows): a row goes on past a bad index, writing position 0's
+        // block there, and everything it wrote is dropped when the error is reported.
+        let mut rows = Array::from_shape_fn(N, |i| ((i * 7) % N) as i64);
+        rows[N - 3] = N as i64;
+        let e = rayon_pool(threads).install(|| a.gather(&rows, 0).unwrap_err());
+        assert!(
+            matches!(e, GatherError::IndexOutOfBounds { index, ref position, .. }
+                if index == N as i128 && position == &vec![N - 3]),
+            "{e:?}"
+        );
+        assert_eq!(LIVE.load(Ordering::SeqCst), live + (N * 8) as isize);
     }
     drop(a);
     assert_eq!(LIVE.load(Ordering::SeqCst), live);
