@@ -319,42 +319,110 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         at: (isize, isize, isize),
         written: &mut usize,
     ) -> Result<(), BadIndex> {
-        let axes: &[AxisTerm] = if N == 0 { self.axes } else { fixed };
         let (n, idx) = (self.lane.len, self.idx);
         // The input offset of the block of the lane at indices offset `o`, and whether its
         // indices were good (a bad one counts as 0 and is reported at the end of the row).
         let gathered = |o: isize| {
-            let mut off = 0isize;
-            let mut good = true;
-            for a in axes {
+            let (mut off, mut good) = (0isize, true);
+            let mut add = |a: &AxisTerm| {
                 // SAFETY: `o` is the indices offset of an existing lane.
                 let (i, ok) = R::resolve_or_zero(unsafe { *idx.offset(o + a.comp) }, a.len);
                 off += i as isize * a.stride;
                 good &= ok;
+            };
+            // A fixed-length array iterates without a loop.
+            if N == 0 {
+                self.axes.iter().for_each(&mut add)
+            } else {
+                fixed.iter().for_each(&mut add)
             }
             (off, good)
         };
         let bytes = n * std::mem::size_of::<A>();
-        // About 4 KiB of blocks in flight, and every cache line a block can touch (for
-        // contiguous blocks; a strided block's lines are not worth guessing).
-        let dist = (4096 / bytes.max(1)).clamp(2, 32);
         let prefetch = cfg!(target_arch = "x86_64") && row.idx != 0 && self.lane.inp == 1 && bytes > 0;
+        // A pipeline: each lane's block is located (its indices read and checked once)
+        // and prefetched `ahead` lanes before it is copied, about 4 KiB of blocks in
+        // flight (every cache line a contiguous block touches).
+        let ahead = if prefetch {
+            (4096 / bytes).clamp(2, RING)
+        } else {
+            1
+        };
         let mut good = true;
-        for c in c0..c1 {
-            let k = (c - c0) as isize;
-            let (o_out, o_inp, o_idx) = (at.0 + k * row.out, at.1 + k * row.inp, at.2 + k * row.idx);
-            if prefetch && c + dist < row.len {
-                let d = dist as isize;
-                let (g, _) = gathered(o_idx + d * row.idx);
-                prefetch_block(self.inp.wrapping_offset(o_inp + d * row.inp + g), bytes);
-            }
-            let (g, ok) = gathered(o_idx);
+        let (o_out, o_inp, o_idx) = at;
+        let locate = |k: usize| {
+            let j = k as isize;
+            let (g, ok) = gathered(o_idx + j * row.idx);
             good &= ok;
-            // SAFETY: `g` is the offset of resolved indices (0 for a bad one), so the
-            // block is in the input by `run`'s contract; the output lane exists.
-            unsafe { self.copy::<INIT>(self.out.offset(o_out), self.inp.offset(o_inp + g), 0, n, written) };
+            let s = o_inp + j * row.inp + g;
+            if prefetch {
+                prefetch_block(self.inp.wrapping_offset(s), bytes);
+            }
+            s
+        };
+        let lanes = (c1 - c0, o_out, row.out);
+        // SAFETY: `locate` gives the offsets of blocks at resolved indices (0 for a bad
+        // one), in the input by `run`'s contract; lanes `c0..c1` exist.
+        unsafe {
+            if INIT || self.lane.inp != 1 || self.lane.out != 1 {
+                self.pipeline::<INIT, 0>(lanes, ahead, locate, written)
+            } else {
+                // Short blocks (pixels, points, small channel vectors) as fixed-size
+                // copies, a move or two instead of a call.
+                match n {
+                    1 => self.pipeline::<INIT, 1>(lanes, ahead, locate, written),
+                    2 => self.pipeline::<INIT, 2>(lanes, ahead, locate, written),
+                    4 => self.pipeline::<INIT, 4>(lanes, ahead, locate, written),
+                    8 => self.pipeline::<INIT, 8>(lanes, ahead, locate, written),
+                    16 => self.pipeline::<INIT, 16>(lanes, ahead, locate, written),
+                    _ => self.pipeline::<INIT, 0>(lanes, ahead, locate, written),
+                }
+            }
         }
         if good { Ok(()) } else { Err(BadIndex) }
+    }
+
+    /// Copies `count` block lanes, the `k`-th at output offset `o_out + k * step` from
+    /// input offset `locate(k)`, calling `locate` `ahead` lanes (at most [`RING`]) before
+    /// the copy. The copy is of `K`-element arrays for `K > 0` (contiguous blocks of `K`
+    /// elements into an initialized output), else by [`Task::copy`].
+    ///
+    /// # Safety
+    /// The blocks `locate` gives and the lanes exist; for `K > 0`, the lane has `K`
+    /// elements and unit strides and `INIT` is false.
+    #[inline(always)]
+    unsafe fn pipeline<const INIT: bool, const K: usize>(
+        &self,
+        (count, o_out, step): (usize, isize, isize),
+        ahead: usize,
+        mut locate: impl FnMut(usize) -> isize,
+        written: &mut usize,
+    ) {
+        let mut ring = [0isize; RING];
+        let lead = ahead.min(count);
+        for (k, r) in ring[..lead].iter_mut().enumerate() {
+            *r = locate(k);
+        }
+        let mut copy = |k: usize, s: isize| {
+            // SAFETY: by the contract above.
+            unsafe {
+                let (out, src) = (self.out.offset(o_out + k as isize * step), self.inp.offset(s));
+                if K > 0 {
+                    (*out.cast::<[A; K]>()).clone_from(&*src.cast::<[A; K]>());
+                    *written += K;
+                } else {
+                    self.copy::<INIT>(out, src, 0, self.lane.len, written);
+                }
+            }
+        };
+        for k in 0..count - lead {
+            let s = ring[k % RING];
+            ring[(k + lead) % RING] = locate(k + lead);
+            copy(k, s);
+        }
+        for k in count - lead..count {
+            copy(k, ring[k % RING]);
+        }
     }
 
     /// The input offset selected by the coordinate at indices offset `at`.
@@ -578,6 +646,9 @@ impl<A: Clone> Axis1<A> {
         good
     }
 }
+
+/// The most lanes [`Task::block_row`] locates before it copies them (a power of two).
+const RING: usize = 32;
 
 /// Asks the CPU to start loading the `bytes` bytes at `p` into cache (a hint: it never
 /// faults and changes no memory, so `p` may be any address). A no-op off x86-64.

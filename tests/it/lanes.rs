@@ -156,8 +156,9 @@ fn a_bad_index_anywhere_in_a_long_lane_is_found() {
 #[test]
 fn long_rows_of_short_blocks_match_the_reference() {
     let n = if cfg!(miri) { 40 } else { 3000 };
-    // Embedding lookup with 4-byte .. 256-byte rows, one row of lanes per index vector.
-    for width in [1, 4, 16, 64] {
+    // Embedding lookup with 4-byte .. 256-byte rows, one row of lanes per index vector:
+    // each width the kernel copies as a fixed-size array and some it does not.
+    for width in [1, 2, 3, 4, 8, 16, 64] {
         let table = Array2::from_shape_fn((97, width), |(i, j)| (i * 1000 + j) as f32);
         let ids = ndarray::Array1::from_shape_fn(n, |k| ((k * 7919) % 97) as i64 - 40);
         let want =
@@ -186,4 +187,37 @@ fn long_rows_of_short_blocks_match_the_reference() {
             if position == &vec![1, n - 3, 0, 1]),
         "{e:?}"
     );
+}
+
+/// Short blocks of elements that own memory, into an existing output (assigned as
+/// fixed-size arrays, not initialized) and into a new one, in rows longer and shorter
+/// than the lanes the kernel locates ahead. Small enough for Miri, which CI runs on it.
+#[test]
+fn short_blocks_into_an_existing_output() {
+    let n = 40;
+    for (width, rows) in [(2, n), (4, n), (8, 5), (5, n), (16, 1)] {
+        let table = Array2::from_shape_fn((13, width), |(i, j)| format!("{i}.{j}"));
+        let idx = Array2::from_shape_fn((rows, 1), |(k, _)| ((k * 5) % 13) as u32);
+        let want = reference::multiaxis(&table.view().into_dyn(), &idx.view().into_dyn(), &[0]).unwrap();
+        let mut out = Array2::from_elem((rows, width), String::from("old"));
+        table.gather_multiaxis_into(&idx, &[0], &mut out).unwrap();
+        assert_eq!(out.into_dyn(), want, "width {width}, {rows} rows, into");
+        assert_eq!(table.gather_multiaxis(&idx, &[0]).unwrap().into_dyn(), want);
+        // A bad index among the first lanes and among the last.
+        for at in [0, rows - 1] {
+            let mut bad = idx.clone();
+            bad[[at, 0]] = 13;
+            let mut out = Array2::from_elem((rows, width), String::from("old"));
+            for e in [
+                table.gather_multiaxis(&bad, &[0]).unwrap_err(),
+                table.gather_multiaxis_into(&bad, &[0], &mut out).unwrap_err(),
+            ] {
+                assert!(
+                    matches!(e, GatherError::IndexOutOfBounds { index: 13, ref position, .. }
+                        if position == &vec![at, 0]),
+                    "{e:?}"
+                );
+            }
+        }
+    }
 }
