@@ -1,8 +1,9 @@
 //! Median times of the benchmark workloads W1-W8, one line each, for the peer comparison
 //! (`benches/peers/compare.sh`); `cargo run --release --example workloads [ID...]`.
 //!
-//! Each line: `id variant median_ns`, variants `alloc`, `into` and `memcpy` (a
-//! single-threaded copy of the output's bytes).
+//! Each line: `id variant median_ns`, variants `alloc`, `into`, `memcpy` (a
+//! single-threaded copy of the output's bytes) and `memcpy2` (the same copy split in two
+//! halves over two threads, one of them spawned for the copy; not for W7).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -43,8 +44,8 @@ fn main() {
         .filter(|id| args.is_empty() || args.iter().any(|a| id.starts_with(a.as_str())))
     {
         let mut w = workloads::build(id);
-        let src = vec![1.0f32; w.out_bytes / 4];
-        let mut dst = vec![0.0f32; w.out_bytes / 4];
+        let src = workloads::numpy_like(w.out_bytes / 4, |_| 1.0f32);
+        let mut dst = workloads::numpy_like(w.out_bytes / 4, |_| 0.0f32);
         let alloc = &w.alloc;
         let (a, i, m) = if *id == "W7_tiny" {
             (
@@ -62,5 +63,16 @@ fn main() {
         println!("{id} alloc {a:.1}");
         println!("{id} into {i:.1}");
         println!("{id} memcpy {m:.1}");
+        if *id != "W7_tiny" {
+            let half = src.len() / 2;
+            let m2 = median(budget, || {
+                let ((d0, d1), (s0, s1)) = (dst.split_at_mut(half), src.split_at(half));
+                std::thread::scope(|s| {
+                    s.spawn(|| d1.copy_from_slice(black_box(s1)));
+                    d0.copy_from_slice(black_box(s0));
+                });
+            });
+            println!("{id} memcpy2 {:.1}", m2 as f64);
+        }
     }
 }

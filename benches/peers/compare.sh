@@ -35,14 +35,15 @@ for path in sys.argv[1:]:
     for line in open(path):
         wid, what, ns = line.split()
         rows.setdefault(wid, {})[what] = float(ns)
-cols = ["alloc", "into", "memcpy", "numpy", "numpy_out", "ort1", "ort2"]
-print("| workload | crate alloc | crate into | memcpy 1T | numpy | numpy out= | ORT 1T | ORT 2T | into / best peer | alloc / numpy | into / memcpy |")
-print("|---|" + "---:|" * 10)
+cols = ["alloc", "into", "memcpy", "memcpy2", "numpy", "numpy_out", "ort1", "ort2"]
+print("| workload | crate alloc | crate into | memcpy 1T | memcpy 2T | numpy | numpy out= | ORT 1T | ORT 2T | into / best peer | alloc / numpy | into / memcpy |")
+print("|---|" + "---:|" * 11)
 for wid, r in rows.items():
     peers = [r[p] for p in ("numpy", "numpy_out", "ort1", "ort2") if p in r]
     best = min(peers)
     cell = lambda k: f"{r[k] / 1000:.3f}" if k in r else "-"
     print(f"| {wid} | " + " | ".join(cell(k) for k in cols)
           + f" | {r['into'] / best:.2f} | {r['alloc'] / r['numpy']:.2f} | {r['into'] / r['memcpy']:.2f} |")
-print("\ntimes in microseconds (medians); memcpy 1T = one thread copying the output's bytes")
+print("\ntimes in microseconds (medians); memcpy 1T = one thread copying the output's bytes,"
+      " memcpy 2T = two threads copying half each (one spawned for it)")
 PY
