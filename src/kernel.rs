@@ -3,8 +3,10 @@
 //! The innermost loop of the plan is the *lane*. When the indices do not advance along it
 //! (a block gather: ONNX Gather's trailing dimensions, GatherND's slices), the gathered
 //! offset is resolved once per lane and the lane is a run copy, a `clone_from_slice` when
-//! both sides are contiguous; blocks a few lanes ahead are prefetched, so that reads from
-//! far-apart places (embedding rows, pixels) overlap. Otherwise every element resolves its
+//! both sides are contiguous (a fixed-size array copy for blocks of 1-16 elements). Rows
+//! of whole blocks run as a pipeline: each block is located and prefetched a few lanes
+//! before it is copied, so that reads from far-apart places (embedding rows, pixels)
+//! overlap. Otherwise every element resolves its
 //! own indices; with one gathered axis and a contiguous lane that loop is branch-free and
 //! vectorizes (AVX2 / AVX-512 variants picked at run time on x86-64).
 //!
