@@ -235,9 +235,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                     // Whole block lanes: a loop of their own.
                     let k = (row.len - c).min(remaining / lane_len);
                     // SAFETY: lanes `c..c + k` of this row exist and are whole blocks.
-                    unsafe {
-                        self.block_row::<R, INIT>(row, c, c + k, (o_out, o_inp, o_idx), &mut guard.written)?
-                    };
+                    unsafe { self.block_row::<R, INIT>(row, k, (o_out, o_inp, o_idx), &mut guard.written)? };
                     c += k;
                     remaining -= k * lane_len;
                     let k = k as isize;
@@ -279,20 +277,19 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         Ok(())
     }
 
-    /// Whole block lanes `c0..c1` of a row whose lane `c0` is at offsets `at`: each lane
+    /// `count` whole block lanes along `row`, the first at offsets `at`: each lane
     /// resolves one coordinate and copies a run. Lanes are embedding rows, GatherND
     /// slices, pixels or points, read from far-apart places, so the block a few lanes
     /// ahead is prefetched (on x86-64), to keep several reads in flight.
     ///
     /// # Safety
-    /// The contract of [`Task::walk`]; lanes `c0..c1` exist; the lane is a block
+    /// The contract of [`Task::walk`]; the `count` lanes exist; the lane is a block
     /// (`lane.idx == 0`, at least one axis).
     #[inline(never)]
     unsafe fn block_row<R: Resolve, const INIT: bool>(
         &self,
         row: Loop,
-        c0: usize,
-        c1: usize,
+        count: usize,
         at: (isize, isize, isize),
         written: &mut usize,
     ) -> Result<(), BadIndex> {
@@ -300,9 +297,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         // in registers: through `self` the compiler must reload them after every store.
         // SAFETY: forwarded; `fixed` holds this task's own axis terms.
         match *self.axes {
-            [a] => unsafe { self.block_row_with::<R, INIT, 1>(&[a], row, c0, c1, at, written) },
-            [a, b] => unsafe { self.block_row_with::<R, INIT, 2>(&[a, b], row, c0, c1, at, written) },
-            _ => unsafe { self.block_row_with::<R, INIT, 0>(&[], row, c0, c1, at, written) },
+            [a] => unsafe { self.block_row_with::<R, INIT, 1>(&[a], row, count, at, written) },
+            [a, b] => unsafe { self.block_row_with::<R, INIT, 2>(&[a, b], row, count, at, written) },
+            _ => unsafe { self.block_row_with::<R, INIT, 0>(&[], row, count, at, written) },
         }
     }
 
@@ -316,29 +313,21 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         &self,
         fixed: &[AxisTerm; N],
         row: Loop,
-        c0: usize,
-        c1: usize,
+        count: usize,
         at: (isize, isize, isize),
         written: &mut usize,
     ) -> Result<(), BadIndex> {
-        let (n, idx) = (self.lane.len, self.idx);
+        let n = self.lane.len;
         // The input offset of the block of the lane at indices offset `o`, and whether its
         // indices were good (a bad one counts as 0 and is reported at the end of the row).
-        let gathered = |o: isize| {
-            let (mut off, mut good) = (0isize, true);
-            let mut add = |a: &AxisTerm| {
-                // SAFETY: `o` is the indices offset of an existing lane.
-                let (i, ok) = R::resolve_or_zero(unsafe { *idx.offset(o + a.comp) }, a.len);
-                off += i as isize * a.stride;
-                good &= ok;
-            };
+        // SAFETY: `o` is the indices offset of an existing lane.
+        let gathered = |o: isize| unsafe {
             // A fixed-length array iterates without a loop.
             if N == 0 {
-                self.axes.iter().for_each(&mut add)
+                self.locate::<R>(self.axes, o)
             } else {
-                fixed.iter().for_each(&mut add)
+                self.locate::<R>(fixed, o)
             }
-            (off, good)
         };
         let bytes = n * std::mem::size_of::<A>();
         let prefetch = cfg!(target_arch = "x86_64") && row.idx != 0 && self.lane.inp == 1 && bytes > 0;
@@ -362,9 +351,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             }
             s
         };
-        let lanes = (c1 - c0, o_out, row.out);
+        let lanes = (count, o_out, row.out);
         // SAFETY: `locate` gives the offsets of blocks at resolved indices (0 for a bad
-        // one), in the input by `run`'s contract; lanes `c0..c1` exist.
+        // one), in the input by `run`'s contract; the `count` lanes exist.
         unsafe {
             if INIT || self.lane.inp != 1 || self.lane.out != 1 {
                 self.pipeline::<INIT, 0>(lanes, ahead, locate, written)
@@ -430,14 +419,28 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
     /// The input offset selected by the coordinate at indices offset `at`.
     #[inline(always)]
     unsafe fn gathered<R: Resolve>(&self, at: isize) -> Result<isize, BadIndex> {
-        let mut off = 0;
-        for a in self.axes {
-            // SAFETY: `at + comp` is an element of the indices by `run`'s contract.
-            let v = unsafe { *self.idx.offset(at + a.comp) };
-            let i = R::resolve(v, a.len).ok_or(BadIndex)?;
-            off += i as isize * a.stride;
+        // SAFETY: forwarded.
+        match unsafe { self.locate::<R>(self.axes, at) } {
+            (off, true) => Ok(off),
+            (_, false) => Err(BadIndex),
         }
-        Ok(off)
+    }
+
+    /// The input offset selected through `axes` by the coordinate at indices offset `at`
+    /// (a bad index counts as 0) and whether every index was good, without a branch.
+    ///
+    /// # Safety
+    /// `at + comp` is an element of the indices for every axis term.
+    #[inline(always)]
+    unsafe fn locate<R: Resolve>(&self, axes: &[AxisTerm], at: isize) -> (isize, bool) {
+        let (mut off, mut good) = (0isize, true);
+        for a in axes {
+            // SAFETY: by the contract above.
+            let (i, ok) = R::resolve_or_zero(unsafe { *self.idx.offset(at + a.comp) }, a.len);
+            off += i as isize * a.stride;
+            good &= ok;
+        }
+        (off, good)
     }
 
     /// Gathers positions `first..last` of the lane at the given outer offsets; adds the
