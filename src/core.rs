@@ -1,54 +1,85 @@
 //! The one gather every method lowers to: a [`Call`] holds the (reshaped, broadcast)
 //! views and the axes; it plans, validates the indices and runs the kernel.
+//!
+//! A call is generic over the input's storage so that a scatter lowers its destination
+//! (a mutable view) exactly as the matching gather lowers its input.
 
-use ndarray::{ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn};
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn, RawData, ViewRepr};
 
-use crate::error::GatherError;
+use crate::error::{GatherError, internal};
 use crate::index::{Clip, GatherIndex, IndexMode, Raise, Wrap, resolve};
 use crate::kernel::{BadIndex, Store, Task};
-use crate::plan::{Layout, Loop, Plan, unravel};
+use crate::plan::{Layout, Plan, unravel};
 use crate::small::Small;
 
-/// A lowered gather: `gather_multiaxis(input, indices, axes)` with an index mode.
-pub(crate) struct Call<'a, A, I> {
-    /// The public method's name, for messages.
-    pub op: &'static str,
-    pub input: ArrayViewD<'a, A>,
-    pub indices: ArrayViewD<'a, I>,
-    pub axes: Small<usize>,
-    pub mode: IndexMode,
-    /// The shape of the input the caller passed, for messages.
-    pub user_input: Small<usize>,
-    /// The shape of the indices the caller passed, in which error positions are reported.
+/// The shapes the caller passed, in which errors are reported.
+#[derive(Debug, Clone)]
+pub(crate) struct Shapes {
+    pub input: Small<usize>,
     /// The lowerings only insert unit axes before the coordinates, which keeps row-major
-    /// order, so a flat position means the same in both.
-    pub user_indices: Small<usize>,
-    /// Unit axes of the lowered output that the caller's output does not have, ascending.
-    pub remove: Small<usize>,
+    /// order, so a flat position of the lowered indices means the same in these.
+    pub indices: Small<usize>,
 }
 
-impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
-    /// A call whose indices are the caller's own (positions are reported as they are).
-    pub fn new(
+impl Shapes {
+    pub fn of(input: &[usize], indices: &[usize]) -> Self {
+        Shapes {
+            input: Small::from(input),
+            indices: Small::from(indices),
+        }
+    }
+}
+
+/// A lowered gather: `gather_multiaxis(input, indices, axes)` with an index mode.
+pub(crate) struct Call<'a, S: RawData, I> {
+    /// The public method's name, for messages.
+    op: &'static str,
+    input: ArrayBase<S, IxDyn>,
+    indices: ArrayViewD<'a, I>,
+    axes: Small<usize>,
+    mode: IndexMode,
+    caller: Shapes,
+    /// Unit axes of the lowered output that the caller's output does not have, ascending.
+    remove: Small<usize>,
+}
+
+impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
+    /// `gather_multiaxis` on the caller's own views.
+    pub fn multiaxis(
         op: &'static str,
-        input: ArrayViewD<'a, A>,
+        input: ArrayBase<S, IxDyn>,
         indices: ArrayViewD<'a, I>,
         axes: &[usize],
     ) -> Self {
+        let caller = Shapes::of(input.shape(), indices.shape());
+        Self::lowered(op, caller, (input, indices), axes, IndexMode::Raise, &[])
+    }
+
+    /// A lowering: views made from the caller's (`caller` are their shapes) by inserting
+    /// unit axes before the coordinates, slicing or broadcasting; `remove` are the unit
+    /// axes of the lowered output that the caller's output does not have, ascending.
+    pub fn lowered(
+        op: &'static str,
+        caller: Shapes,
+        (input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
+        axes: &[usize],
+        mode: IndexMode,
+        remove: &[usize],
+    ) -> Self {
+        debug_assert!(remove.is_sorted(), "{op}: remove axes {remove:?} must ascend");
         Call {
             op,
-            user_input: Small::from(input.shape()),
-            user_indices: Small::from(indices.shape()),
             input,
             indices,
             axes: Small::from(axes),
-            mode: IndexMode::Raise,
-            remove: Small::new(),
+            mode,
+            caller,
+            remove: Small::from(remove),
         }
     }
 
     /// The caller's output shape: the lowered one without the `remove` axes.
-    fn final_shape(&self, lowered: &[usize]) -> Small<usize> {
+    pub fn final_shape(&self, lowered: &[usize]) -> Small<usize> {
         let mut removed = self.remove.iter().peekable();
         lowered
             .iter()
@@ -58,24 +89,16 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
             .collect()
     }
 
-    fn plan(&self) -> Result<Plan, GatherError> {
-        self.plan_lowered().map_err(|e| match e {
-            GatherError::EmptyAxis {
-                op,
-                axis,
-                output_shape,
-                ..
-            } => GatherError::EmptyAxis {
-                op,
-                axis,
-                input_shape: self.user_input.to_vec(),
-                output_shape: self.final_shape(&output_shape).to_vec(),
-            },
-            e => e,
-        })
+    /// `v` (of the caller's output shape) with the removed unit axes put back.
+    pub fn lower_output<T: RawData>(&self, mut v: ArrayBase<T, IxDyn>) -> ArrayBase<T, IxDyn> {
+        for &ax in &self.remove {
+            v = v.insert_axis(Axis(ax));
+        }
+        v
     }
 
-    fn plan_lowered(&self) -> Result<Plan, GatherError> {
+    /// Validates the call (every error but an out-of-range index) and describes it.
+    pub fn plan(&self, elem_size: usize) -> Result<Plan, GatherError> {
         Plan::new(
             self.op,
             Layout {
@@ -87,21 +110,73 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
                 strides: self.indices.strides(),
             },
             &self.axes,
-            std::mem::size_of::<A>(),
+            elem_size,
         )
+        .map_err(|e| match e {
+            GatherError::EmptyAxis {
+                op,
+                axis,
+                output_shape,
+                ..
+            } => GatherError::EmptyAxis {
+                op,
+                axis,
+                input_shape: self.caller.input.to_vec(),
+                output_shape: self.final_shape(&output_shape).to_vec(),
+            },
+            e => e,
+        })
     }
 
+    /// The error for the first (row-major) out-of-range index, if any. Only the indices of
+    /// a non-empty output are read.
+    pub fn first_bad_index(&self, plan: &Plan) -> Option<GatherError> {
+        let k = plan.axes.len().max(1);
+        let last = self.indices.shape().last().copied().unwrap_or(1).max(1);
+        for (flat, v) in self.indices.iter().enumerate() {
+            let term = plan.axes.get((flat % last) % k)?;
+            if resolve(*v, term.len, self.mode).is_none() {
+                return Some(GatherError::IndexOutOfBounds {
+                    op: self.op,
+                    index: v.to_i128(),
+                    position: unravel(flat, &self.caller.indices),
+                    axis: term.axis,
+                    axis_len: term.len,
+                });
+            }
+        }
+        None
+    }
+
+    /// The error for the bad index the kernel reported.
+    fn index_error(&self, plan: &Plan) -> GatherError {
+        self.first_bad_index(plan)
+            .unwrap_or_else(|| internal(self.op, "the kernel reported a bad index the scan did not find"))
+    }
+}
+
+impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
     /// Gathers into a new array of the output shape.
     pub fn alloc(self) -> Result<ArrayD<A>, GatherError> {
-        let plan = self.plan()?;
+        let plan = self.plan(size_of::<A>())?;
         // Indices are checked by the kernel as it reads them (a separate pass would read
         // them twice); if one is bad, the kernel drops what it wrote and we free the rest.
-        let strides = c_strides(&plan.out_shape);
-        let loops = plan.loops(&strides);
+        let loops = plan.loops(&c_strides(&plan.out_shape));
         let mut buf: Vec<A> = Vec::with_capacity(plan.out_len);
         advise_huge_pages(&mut buf);
-        let res = self.execute(&plan, &loops, buf.as_mut_ptr(), Store::Init);
-        if res.is_err() {
+        // SAFETY: the plan was made from these views; `buf` is fresh C-contiguous storage
+        // of `out_len` elements, walked with C strides.
+        let task = unsafe {
+            Task::new(
+                &loops,
+                &plan.axes,
+                &self.input,
+                &self.indices,
+                buf.as_mut_ptr(),
+                Store::Init,
+            )
+        };
+        if self.run(&task).is_err() {
             return Err(self.index_error(&plan));
         }
         // SAFETY: the kernel returned Ok, so it initialized all `out_len` elements (every
@@ -110,17 +185,15 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
         // The removed axes have length 1, so the caller's shape has the same row-major
         // layout as the lowered one.
         let shape = IxDyn(&self.final_shape(&plan.out_shape));
-        ArrayD::from_shape_vec(shape, buf).map_err(|_| GatherError::SizeOverflow {
-            op: self.op,
-            shape: plan.out_shape.to_vec(),
-        })
+        ArrayD::from_shape_vec(shape, buf)
+            .map_err(|_| internal(self.op, "the output's length is not its shape's"))
     }
 
     /// Gathers into `out`, which must have the output shape. Every error but a bad index
     /// is found before the first write; after a bad index, `out` holds valid elements
     /// (old ones or input elements) in unspecified places.
     pub fn into(self, out: ArrayViewMutD<'_, A>) -> Result<(), GatherError> {
-        let plan = self.plan()?;
+        let plan = self.plan(size_of::<A>())?;
         let expected = self.final_shape(&plan.out_shape);
         if out.shape() != &*expected {
             return Err(GatherError::OutputShape {
@@ -129,78 +202,29 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, A, I> {
                 found: out.shape().to_vec(),
             });
         }
-        let mut out = out;
-        for &ax in &self.remove {
-            out = out.insert_axis(Axis(ax));
-        }
+        let mut out = self.lower_output(out);
         let loops = plan.loops(out.strides());
-        self.execute(&plan, &loops, out.as_mut_ptr(), Store::Assign)
-            .map_err(|BadIndex| self.index_error(&plan))
-    }
-
-    fn execute(&self, plan: &Plan, loops: &[Loop], out: *mut A, store: Store) -> Result<(), BadIndex> {
-        let Some((lane, outer)) = loops.split_last() else {
-            return Err(BadIndex); // `Plan::loops` is never empty
+        // SAFETY: the plan was made from these views; `out` has the plan's output shape
+        // (checked above) and is an exclusive borrow, so it aliases nothing.
+        let task = unsafe {
+            Task::new(
+                &loops,
+                &plan.axes,
+                &self.input,
+                &self.indices,
+                out.as_mut_ptr(),
+                Store::Assign,
+            )
         };
-        let task = Task {
-            outer,
-            lane: *lane,
-            axes: &plan.axes,
-            inp: self.input.as_ptr(),
-            idx: self.indices.as_ptr(),
-            out,
-            store,
-        };
-        // SAFETY: the plan was built from these very views: positional strides are zero
-        // on broadcast and gathered dimensions and every positional coordinate is below
-        // the input's (or indices') own size there; gathered coordinates are resolved to
-        // `0..len` of their axis; `comp` offsets stay within the last indices dimension.
-        // `out` has the plan's output shape (checked by `into`, allocated by `alloc` with
-        // C strides), is an exclusive borrow or fresh storage, and so aliases nothing.
-        unsafe {
-            match self.mode {
-                IndexMode::Raise => task.run::<Raise>(),
-                IndexMode::Wrap => task.run::<Wrap>(),
-                IndexMode::Clip => task.run::<Clip>(),
-            }
-        }
+        self.run(&task).map_err(|BadIndex| self.index_error(&plan))
     }
 
-    /// The error for the first (row-major) out-of-range index.
-    fn index_error(&self, plan: &Plan) -> GatherError {
-        let k = plan.axes.len().max(1);
-        let last = self.indices.shape().last().copied().unwrap_or(1).max(1);
-        for (flat, v) in self.indices.iter().enumerate() {
-            let Some(term) = plan.axes.get((flat % last) % k) else {
-                break;
-            };
-            if resolve(*v, term.len, self.mode).is_none() {
-                return GatherError::IndexOutOfBounds {
-                    op: self.op,
-                    index: v.to_i128(),
-                    position: unravel(flat, &self.user_indices),
-                    axis: term.axis,
-                    axis_len: term.len,
-                };
-            }
+    fn run(&self, task: &Task<'_, A, I>) -> Result<(), BadIndex> {
+        match self.mode {
+            IndexMode::Raise => task.run::<Raise>(),
+            IndexMode::Wrap => task.run::<Wrap>(),
+            IndexMode::Clip => task.run::<Clip>(),
         }
-        unreachable_index_error(self.op)
-    }
-}
-
-/// Only reached if the kernel and the scan disagree, which would be a bug in this crate.
-#[cold]
-fn unreachable_index_error(op: &'static str) -> GatherError {
-    debug_assert!(
-        false,
-        "{op}: the kernel reported a bad index the scan did not find"
-    );
-    GatherError::IndexOutOfBounds {
-        op,
-        index: 0,
-        position: Vec::new(),
-        axis: 0,
-        axis_len: 0,
     }
 }
 
@@ -209,13 +233,8 @@ fn unreachable_index_error(op: &'static str) -> GatherError {
 /// which otherwise take longer than the gather itself.
 #[cfg(all(target_os = "linux", not(miri)))]
 fn advise_huge_pages<A>(buf: &mut Vec<A>) {
-    use std::ffi::{c_int, c_void};
     const HUGE_PAGE: usize = 2 << 20;
-    const MADV_HUGEPAGE: c_int = 14;
-    unsafe extern "C" {
-        fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
-    }
-    let bytes = buf.capacity() * std::mem::size_of::<A>();
+    let bytes = buf.capacity() * size_of::<A>();
     if bytes < 4 << 20 {
         return;
     }
@@ -226,7 +245,7 @@ fn advise_huge_pages<A>(buf: &mut Vec<A>) {
         // SAFETY: `base + skip .. + len` lies inside the buffer's allocation and starts on a
         // page boundary (a multiple of 2 MiB); MADV_HUGEPAGE only changes how the kernel
         // backs those pages, never their contents or mapping. Failure is harmless and ignored.
-        unsafe { madvise(base.add(skip).cast(), len, MADV_HUGEPAGE) };
+        unsafe { libc::madvise(base.add(skip).cast(), len, libc::MADV_HUGEPAGE) };
     }
 }
 
@@ -234,7 +253,7 @@ fn advise_huge_pages<A>(buf: &mut Vec<A>) {
 fn advise_huge_pages<A>(_: &mut Vec<A>) {}
 
 /// Row-major strides of `shape`, in elements.
-fn c_strides(shape: &[usize]) -> Small<isize> {
+pub(crate) fn c_strides(shape: &[usize]) -> Small<isize> {
     let mut strides: Small<isize> = shape.iter().map(|_| 0).collect();
     let mut acc = 1isize;
     for (s, &n) in strides.iter_mut().zip(shape).rev() {

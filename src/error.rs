@@ -174,6 +174,26 @@ pub enum GatherError {
         /// What was expected.
         detail: String,
     },
+
+    /// A bug in this crate: an internal invariant did not hold. It is never expected (in
+    /// debug builds it panics instead, so that tests catch it); please report it with its
+    /// message.
+    #[error("{op}: internal error, a bug in ndarray-gather (please report it): {detail}")]
+    Internal {
+        /// The method that was called.
+        op: &'static str,
+        /// What did not hold.
+        detail: &'static str,
+    },
+}
+
+/// The error for an impossible state: a bug. Debug builds panic here, so that every test
+/// that reaches it fails; release builds return [`GatherError::Internal`] rather than
+/// panic in a user's program.
+#[cold]
+pub(crate) fn internal(op: &'static str, detail: &'static str) -> GatherError {
+    debug_assert!(false, "{op}: internal error: {detail}");
+    GatherError::Internal { op, detail }
 }
 
 fn valid_range(len: usize) -> String {

@@ -3,7 +3,7 @@
 use ndarray::{Array, ArrayBase, ArrayD, ArrayRef, Data, Dimension};
 
 use crate::core::Call;
-use crate::error::GatherError;
+use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode};
 use crate::lower;
 
@@ -85,7 +85,9 @@ where
     ) -> Result<Array<A, D>, GatherError>;
 
     /// [`gather_multiaxis`](GatherExt::gather_multiaxis) into `out`, which must have exactly
-    /// the output shape (any memory order); nothing is allocated.
+    /// the output shape (any memory order). No output is allocated; the call itself
+    /// allocates nothing for inputs of rank up to 4 (above that, a few small shape vectors
+    /// for the dynamic-rank views it builds).
     ///
     /// # Errors
     /// Those of [`gather_multiaxis`](GatherExt::gather_multiaxis), and
@@ -330,15 +332,9 @@ where
 }
 
 /// Converts a dynamic-rank result to the input's dimension type (same rank, by the plan).
-fn into_dim<A, D: Dimension>(op: &'static str, a: ArrayD<A>) -> Result<Array<A, D>, GatherError> {
-    let shape = a.shape().to_vec();
+pub(crate) fn into_dim<A, D: Dimension>(op: &'static str, a: ArrayD<A>) -> Result<Array<A, D>, GatherError> {
     a.into_dimensionality::<D>()
-        .map_err(|_| GatherError::RankMismatch {
-            op,
-            input_shape: shape.clone(),
-            indices_shape: shape,
-            requirement: "have the same rank",
-        })
+        .map_err(|_| internal(op, "the output's rank is not the input's"))
 }
 
 impl<A, D> GatherExt<A, D> for ArrayRef<A, D>
@@ -352,7 +348,7 @@ where
         axes: &[usize],
     ) -> Result<Array<A, D>, GatherError> {
         const OP: &str = "gather_multiaxis";
-        let call = Call::new(OP, self.view().into_dyn(), indices.view().into_dyn(), axes);
+        let call = Call::multiaxis(OP, self.view().into_dyn(), indices.view().into_dyn(), axes);
         into_dim(OP, call.alloc()?)
     }
 
@@ -362,7 +358,7 @@ where
         axes: &[usize],
         out: &mut ArrayRef<A, D>,
     ) -> Result<(), GatherError> {
-        let call = Call::new(
+        let call = Call::multiaxis(
             "gather_multiaxis_into",
             self.view().into_dyn(),
             indices.view().into_dyn(),
@@ -376,8 +372,8 @@ where
         indices: &ArrayRef<I, E>,
         axis: isize,
     ) -> Result<ArrayD<A>, GatherError> {
-        let (input, indices) = (self.view().into_dyn(), indices.view().into_dyn());
-        lower::batched("gather", input, indices, axis, 0, IndexMode::Raise)?.alloc()
+        let views = (self.view().into_dyn(), indices.view().into_dyn());
+        lower::batched("gather", self.shape(), views, axis, 0, IndexMode::Raise)?.alloc()
     }
 
     fn gather_elements<I: GatherIndex, E: Dimension>(
@@ -386,8 +382,8 @@ where
         axis: isize,
     ) -> Result<Array<A, D>, GatherError> {
         const OP: &str = "gather_elements";
-        let (input, indices) = (self.view().into_dyn(), indices.view().into_dyn());
-        into_dim(OP, lower::elements(OP, input, indices, axis)?.alloc()?)
+        let views = (self.view().into_dyn(), indices.view().into_dyn());
+        into_dim(OP, lower::elements(OP, views, axis)?.alloc()?)
     }
 
     fn gather_nd<I: GatherIndex, E: Dimension>(
@@ -396,8 +392,8 @@ where
         batch_dims: usize,
     ) -> Result<ArrayD<A>, GatherError> {
         let zero = [I::ZERO];
-        let (input, indices) = (self.view().into_dyn(), indices.view().into_dyn());
-        lower::nd("gather_nd", input, indices, batch_dims, &zero)?.alloc()
+        let views = (self.view().into_dyn(), indices.view().into_dyn());
+        lower::nd("gather_nd", views, batch_dims, &zero)?.alloc()
     }
 
     fn gather_batched<I: GatherIndex, E: Dimension>(
@@ -406,11 +402,11 @@ where
         axis: isize,
         batch_dims: usize,
     ) -> Result<ArrayD<A>, GatherError> {
-        let (input, indices) = (self.view().into_dyn(), indices.view().into_dyn());
+        let views = (self.view().into_dyn(), indices.view().into_dyn());
         lower::batched(
             "gather_batched",
-            input,
-            indices,
+            self.shape(),
+            views,
             axis,
             batch_dims,
             IndexMode::Raise,
@@ -427,13 +423,13 @@ where
         const OP: &str = "take";
         let indices = indices.view().into_dyn();
         match axis {
-            Some(axis) => lower::batched(OP, self.view().into_dyn(), indices, axis, 0, mode)?.alloc(),
+            Some(axis) => {
+                lower::batched(OP, self.shape(), (self.view().into_dyn(), indices), axis, 0, mode)?.alloc()
+            }
             None => {
                 let dynamic = self.view().into_dyn();
                 let flat = lower::flat_view(&dynamic);
-                let mut call = lower::batched(OP, flat.view(), indices, 0, 0, mode)?;
-                call.user_input = self.shape().into();
-                call.alloc()
+                lower::batched(OP, self.shape(), (flat.view(), indices), 0, 0, mode)?.alloc()
             }
         }
     }
@@ -444,8 +440,8 @@ where
         axis: isize,
     ) -> Result<Array<A, D>, GatherError> {
         const OP: &str = "take_along_axis";
-        let (input, indices) = (self.view().into_dyn(), indices.view().into_dyn());
-        into_dim(OP, lower::along_axis(OP, input, indices, axis)?.alloc()?)
+        let views = (self.view().into_dyn(), indices.view().into_dyn());
+        into_dim(OP, lower::along_axis(OP, views, axis)?.alloc()?)
     }
 }
 

@@ -27,30 +27,7 @@
 //!
 //! # Every library's gather
 //!
-//! | library call | ndarray-gather |
-//! |---|---|
-//! | ONNX `Gather(data, indices, axis)` | `data.gather(&indices, axis)` |
-//! | ONNX `GatherElements(data, indices, axis)` | `data.gather_elements(&indices, axis)` |
-//! | ONNX `GatherND(data, indices, batch_dims)` | `data.gather_nd(&indices, batch_dims)` |
-//! | `numpy.take(a, indices, axis, mode=...)` | `a.take(&indices, Some(axis), IndexMode::...)` |
-//! | `numpy.take(a, indices)` (flattened) | `a.take(&indices, None, IndexMode::Raise)` |
-//! | `numpy.take_along_axis(a, indices, axis)` | `a.take_along_axis(&indices, axis)` |
-//! | `a[i0, i1]` (integer-array indexing of the first `k` axes) | `a.gather_nd(&stack_of_i0_i1, 0)` |
-//! | `torch.gather(input, dim, index)` | `input.gather_elements(&index, dim)` |
-//! | `torch.take(input, index)` | `input.take(&index, None, IndexMode::Raise)` |
-//! | `torch.take_along_dim(input, indices, dim)` | `input.take_along_axis(&indices, dim)` |
-//! | `torch.index_select(input, dim, index)` | `input.gather(&index, dim)` |
-//! | `tf.gather(params, indices, axis, batch_dims=0)` | `params.gather(&indices, axis)` |
-//! | `tf.gather(params, indices, axis, batch_dims)` | `params.gather_batched(&indices, axis, batch_dims)` |
-//! | `tf.gather_nd(params, indices, batch_dims)` | `params.gather_nd(&indices, batch_dims)` |
-//! | CoreML `gather(x, indices, axis, batch_dims)` | `x.gather_batched(&indices, axis, batch_dims)` |
-//! | CoreML `gather_along_axis(x, indices, axis)` | `x.gather_elements(&indices, axis)` |
-//! | CoreML `gather_nd(x, indices, batch_dims)` | `x.gather_nd(&indices, batch_dims)` |
-//! | TOSA `gather(values[N,K,C], indices[N,W])` | `values.gather_batched(&indices, 1, 1)` |
-//! | WebNN `gather(input, indices, {axis})` | `input.gather(&indices, axis)` |
-//! | WebNN `gatherElements(input, indices, {axis})` | `input.gather_elements(&indices, axis)` |
-//! | WebNN `gatherND(input, indices)` | `input.gather_nd(&indices, 0)` |
-//! | WebNN (proposed) `gatherMultiaxis(input, indices, axes)` | `input.gather_multiaxis(&indices, &axes)` |
+#![doc = include_str!("cheatsheet.md")]
 //!
 //! # Indices and errors
 //!
@@ -85,6 +62,7 @@
 //! calling thread and the rayon pool together (inside `ThreadPool::install`, that pool);
 //! smaller ones run on the calling thread alone. Results are identical either way.
 #![warn(missing_docs)]
+#![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 

@@ -3,14 +3,14 @@
 //!
 //! Each function checks the library's own shape rules first, so its errors speak of the
 //! caller's shapes, then builds the views. None copies data, except `take` with no axis
-//! on an input whose layout cannot be flattened as a view.
+//! on an input whose layout cannot be flattened as a view. The input may be any view,
+//! shared (a gather) or mutable (the matching scatter's destination).
 
-use ndarray::{ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
+use ndarray::{ArrayBase, ArrayViewD, Axis, IxDyn, RawData, ShapeBuilder, Slice};
 
-use crate::core::Call;
+use crate::core::{Call, Shapes};
 use crate::error::{GatherError, axis_range};
 use crate::index::{GatherIndex, IndexMode};
-use crate::small::Small;
 
 /// `axis` counted from the end when negative, checked against `ndim`.
 pub(crate) fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Result<usize, GatherError> {
@@ -29,7 +29,7 @@ pub(crate) fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Resu
 }
 
 /// `v` with `n` unit axes inserted at `at`.
-fn unit_axes<T>(mut v: ArrayViewD<'_, T>, at: usize, n: usize) -> ArrayViewD<'_, T> {
+fn unit_axes<S: RawData>(mut v: ArrayBase<S, IxDyn>, at: usize, n: usize) -> ArrayBase<S, IxDyn> {
     for _ in 0..n {
         v = v.insert_axis(Axis(at));
     }
@@ -53,15 +53,16 @@ fn same_rank(op: &'static str, input: &[usize], indices: &[usize]) -> Result<(),
 ///
 /// input `[in[..=a], 1 x m, in[a+1..]]`, indices `[idx[..b], 1 x (a+1-b), idx[b..], 1 x (r-a-1)]`
 /// with `m = q - b`, axes `[a]`; the lowered output `[in[..a], 1, idx[b..], in[a+1..]]`
-/// loses its axis `a`.
-pub(crate) fn batched<'a, A: Clone + Send + Sync, I: GatherIndex>(
+/// loses its axis `a`. `caller_input` is the shape errors name (the caller's, where the
+/// input is a flattened view of it).
+pub(crate) fn batched<'a, S: RawData, I: GatherIndex>(
     op: &'static str,
-    input: ArrayViewD<'a, A>,
-    indices: ArrayViewD<'a, I>,
+    caller_input: &[usize],
+    (input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
     axis: isize,
     batch_dims: usize,
     mode: IndexMode,
-) -> Result<Call<'a, A, I>, GatherError> {
+) -> Result<Call<'a, S, I>, GatherError> {
     let (r, q) = (input.ndim(), indices.ndim());
     let a = normalize_axis(op, axis, r)?;
     let batch_error = |detail: String| GatherError::BatchDims {
@@ -87,74 +88,75 @@ pub(crate) fn batched<'a, A: Clone + Send + Sync, I: GatherIndex>(
         )));
     }
     let m = q - batch_dims;
-    let mut call = Call::new(op, input.clone(), indices.clone(), &[a]);
-    call.input = unit_axes(input, a + 1, m);
-    call.indices = unit_axes(
+    let caller = Shapes::of(caller_input, indices.shape());
+    let input = unit_axes(input, a + 1, m);
+    let indices = unit_axes(
         unit_axes(indices, batch_dims, a + 1 - batch_dims),
         q + a + 1 - batch_dims,
         r - a - 1,
     );
-    call.mode = mode;
-    call.remove = Small::from(&[a][..]);
-    Ok(call)
+    Ok(Call::lowered(op, caller, (input, indices), &[a], mode, &[a]))
 }
 
 /// ONNX GatherElements / torch.gather: the input is sliced to the indices' extent off the
 /// axis (the leading block), then it is `gather_multiaxis` with `axes = [a]`.
-pub(crate) fn elements<'a, A: Clone + Send + Sync, I: GatherIndex>(
+pub(crate) fn elements<'a, S: RawData, I: GatherIndex>(
     op: &'static str,
-    input: ArrayViewD<'a, A>,
-    indices: ArrayViewD<'a, I>,
+    (mut input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
     axis: isize,
-) -> Result<Call<'a, A, I>, GatherError> {
+) -> Result<Call<'a, S, I>, GatherError> {
     same_rank(op, input.shape(), indices.shape())?;
     let a = normalize_axis(op, axis, input.ndim())?;
-    let mut block = input.clone();
+    let caller = Shapes::of(input.shape(), indices.shape());
     for d in (0..input.ndim()).filter(|&d| d != a) {
         let (n, m) = (input.shape()[d], indices.shape()[d]);
         if m > n {
             return Err(GatherError::ShapeMismatch {
                 op,
                 dim: d,
-                input_shape: input.shape().to_vec(),
+                input_shape: caller.input.to_vec(),
                 indices_shape: indices.shape().to_vec(),
                 detail: format!(
                     "the indices size {m} exceeds the input size {n} (off the axis it may be at most the input's)"
                 ),
             });
         }
-        block.slice_axis_inplace(Axis(d), Slice::from(..m));
+        input.slice_axis_inplace(Axis(d), Slice::from(..m));
     }
-    let mut call = Call::new(op, input, indices, &[a]);
-    call.input = block;
-    Ok(call)
+    Ok(Call::lowered(
+        op,
+        caller,
+        (input, indices),
+        &[a],
+        IndexMode::Raise,
+        &[],
+    ))
 }
 
 /// numpy.take_along_axis: `gather_multiaxis` with `axes = [a]`, non-axis dimensions
 /// broadcast both ways.
-pub(crate) fn along_axis<'a, A: Clone + Send + Sync, I: GatherIndex>(
+pub(crate) fn along_axis<'a, S: RawData, I: GatherIndex>(
     op: &'static str,
-    input: ArrayViewD<'a, A>,
-    indices: ArrayViewD<'a, I>,
+    (input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
     axis: isize,
-) -> Result<Call<'a, A, I>, GatherError> {
+) -> Result<Call<'a, S, I>, GatherError> {
     same_rank(op, input.shape(), indices.shape())?;
     let a = normalize_axis(op, axis, input.ndim())?;
-    Ok(Call::new(op, input, indices, &[a]))
+    Ok(Call::multiaxis(op, input, indices, &[a]))
 }
 
 /// ONNX GatherND / tf.gather_nd with `batch_dims = b`, `k = idx.shape[-1]`,
 /// `m = q - 1 - b` index dimensions, `t = r - b - k` trailing dimensions, `w = max(k, m)`:
 /// input `[in[..b+k], 1 x (w-k), in[b+k..], 1]`, indices `[idx[..q-1], 1 x (R-q), k]` with
 /// `R = b + w + t + 1`, axes `b..b+k`; the lowered output `[batch, idx dims, 1 x (w-m),
-/// trailing, 1]` loses its unit axes `b+m..b+w` and the last.
-pub(crate) fn nd<'a, A: Clone + Send + Sync, I: GatherIndex>(
+/// trailing, 1]` loses its unit axes `b+m..b+w` and the last. `zero` stands in for the
+/// indices when `k = 0`.
+pub(crate) fn nd<'a, S: RawData, I: GatherIndex>(
     op: &'static str,
-    input: ArrayViewD<'a, A>,
-    indices: ArrayViewD<'a, I>,
+    (input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
     batch_dims: usize,
     zero: &'a [I; 1],
-) -> Result<Call<'a, A, I>, GatherError> {
+) -> Result<Call<'a, S, I>, GatherError> {
     let (r, q, b) = (input.ndim(), indices.ndim(), batch_dims);
     let batch_error = |detail: String| GatherError::BatchDims {
         op,
@@ -195,8 +197,9 @@ pub(crate) fn nd<'a, A: Clone + Send + Sync, I: GatherIndex>(
     let (m, t) = (q - 1 - b, r - b - k);
     let w = k.max(m);
     let big_r = b + w + t + 1;
-    let lowered_input = unit_axes(input.clone(), b + k, w - k).insert_axis(Axis(big_r - 1));
-    let lowered_indices = if k == 0 {
+    let caller = Shapes::of(input.shape(), indices.shape());
+    let input = unit_axes(input, b + k, w - k).insert_axis(Axis(big_r - 1));
+    let indices = if k == 0 {
         // No coordinates: the values are never read, only the shape counts, so a
         // zero-stride view of one element stands in for them.
         let mut shape = indices.shape()[..q - 1].to_vec();
@@ -209,14 +212,18 @@ pub(crate) fn nd<'a, A: Clone + Send + Sync, I: GatherIndex>(
             }
         })?
     } else {
-        unit_axes(indices.clone(), q - 1, big_r - q)
+        unit_axes(indices, q - 1, big_r - q)
     };
     let axes: Vec<usize> = (b..b + k).collect();
-    let mut call = Call::new(op, input, indices, &axes);
-    call.input = lowered_input;
-    call.indices = lowered_indices;
-    call.remove = (b + m..b + w).chain([big_r - 1]).collect();
-    Ok(call)
+    let remove: Vec<usize> = (b + m..b + w).chain([big_r - 1]).collect();
+    Ok(Call::lowered(
+        op,
+        caller,
+        (input, indices),
+        &axes,
+        IndexMode::Raise,
+        &remove,
+    ))
 }
 
 /// numpy.take with no axis (= torch.take): the input flattened in logical row-major order,

@@ -70,63 +70,10 @@ impl Plan {
                 requirement: "have the same rank",
             });
         }
-        for (i, &axis) in axes.iter().enumerate() {
-            if axis >= rank {
-                return Err(GatherError::AxisOutOfBounds {
-                    op,
-                    axis: axis as isize,
-                    ndim: rank,
-                    valid: if rank == 0 {
-                        axis_range(0)
-                    } else {
-                        format!("0..={}", rank - 1)
-                    },
-                });
-            }
-            if axes[..i].contains(&axis) {
-                return Err(GatherError::DuplicateAxis {
-                    op,
-                    axis,
-                    axes: axes.to_vec(),
-                });
-            }
-        }
-
-        // The coordinate size, folded into the last indices dimension.
+        check_axes(op, axes, rank)?;
         let k = axes.len().max(1);
-        let mut logical = Small::from(indices.shape);
-        if let Some(last) = logical.last_mut() {
-            if *last % k != 0 {
-                return Err(GatherError::CoordinateFold {
-                    op,
-                    indices_shape: indices.shape.to_vec(),
-                    last: *last,
-                    coordinate_size: k,
-                });
-            }
-            *last /= k;
-        }
-
-        let mut out_shape = Small::new();
-        for d in 0..rank {
-            let (n, m) = (input.shape[d], logical[d]);
-            let len = if axes.contains(&d) {
-                m
-            } else if n == m || m == 1 {
-                n
-            } else if n == 1 {
-                m
-            } else {
-                return Err(GatherError::ShapeMismatch {
-                    op,
-                    dim: d,
-                    input_shape: input.shape.to_vec(),
-                    indices_shape: logical.to_vec(),
-                    detail: format!("sizes {n} and {m} do not broadcast (one must be 1)"),
-                });
-            };
-            out_shape.push(len);
-        }
+        let logical = fold(op, indices.shape, k)?;
+        let out_shape = broadcast(op, input.shape, &logical, axes)?;
         let out_len = checked_len(&out_shape, elem_size).ok_or_else(|| GatherError::SizeOverflow {
             op,
             shape: out_shape.to_vec(),
@@ -210,6 +157,79 @@ impl Plan {
         }
         loops
     }
+}
+
+/// Every axis names a dimension of a rank-`rank` input, once.
+fn check_axes(op: &'static str, axes: &[usize], rank: usize) -> Result<(), GatherError> {
+    for (i, &axis) in axes.iter().enumerate() {
+        if axis >= rank {
+            return Err(GatherError::AxisOutOfBounds {
+                op,
+                axis: axis as isize,
+                ndim: rank,
+                valid: if rank == 0 {
+                    axis_range(0)
+                } else {
+                    format!("0..={}", rank - 1)
+                },
+            });
+        }
+        if axes[..i].contains(&axis) {
+            return Err(GatherError::DuplicateAxis {
+                op,
+                axis,
+                axes: axes.to_vec(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The logical indices shape: coordinates of `k` values folded out of the last dimension.
+fn fold(op: &'static str, indices: &[usize], k: usize) -> Result<Small<usize>, GatherError> {
+    let mut logical = Small::from(indices);
+    if let Some(last) = logical.last_mut() {
+        if *last % k != 0 {
+            return Err(GatherError::CoordinateFold {
+                op,
+                indices_shape: indices.to_vec(),
+                last: *last,
+                coordinate_size: k,
+            });
+        }
+        *last /= k;
+    }
+    Ok(logical)
+}
+
+/// The output shape: the logical indices size on the axes, elsewhere input and indices
+/// sizes broadcast strictly (equal, or one of them 1).
+fn broadcast(
+    op: &'static str,
+    input: &[usize],
+    logical: &[usize],
+    axes: &[usize],
+) -> Result<Small<usize>, GatherError> {
+    (0..input.len())
+        .map(|d| {
+            let (n, m) = (input[d], logical[d]);
+            if axes.contains(&d) {
+                Ok(m)
+            } else if n == m || m == 1 {
+                Ok(n)
+            } else if n == 1 {
+                Ok(m)
+            } else {
+                Err(GatherError::ShapeMismatch {
+                    op,
+                    dim: d,
+                    input_shape: input.to_vec(),
+                    indices_shape: logical.to_vec(),
+                    detail: format!("sizes {n} and {m} do not broadcast (one must be 1)"),
+                })
+            }
+        })
+        .collect()
 }
 
 /// The number of elements of `shape`, if it and its size in bytes fit in `isize`.

@@ -1,5 +1,8 @@
-//! A vector that keeps up to eight elements inline, so that planning a gather of rank up
-//! to 8 allocates nothing: per-call overhead matters for tiny gathers.
+//! A vector that keeps up to eight elements inline, so that the planner's own shapes,
+//! strides and loops for a gather of rank up to 8 need no heap allocation: per-call
+//! overhead matters for tiny gathers. (The dynamic-rank views the lowerings build are
+//! ndarray's `IxDyn`, which keeps only rank <= 4 inline: above that, a call allocates a
+//! few small vectors.)
 
 use std::ops::{Deref, DerefMut};
 

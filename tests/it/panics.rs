@@ -140,16 +140,64 @@ fn into_leaves_out_valid_after_a_panic() {
     let idx = Array::from_shape_fn((N, 8), |(i, j)| ((i * 3 + j) % 8) as i64);
     for threads in [1, 3] {
         let out = Mutex::new(Array2::from_shape_fn((N, 8), |_| Bomb::new(usize::MAX)));
+        // Checked outside `check`, whose `catch_unwind` would swallow a failed assertion.
+        let invalid = AtomicUsize::new(0);
         check(threads, || {
             let mut o = out.lock().unwrap_or_else(|e| e.into_inner());
             let _ = catch_unwind(AssertUnwindSafe(|| a.gather_multiaxis_into(&idx, &[1], &mut *o)));
             // Every element is a valid Bomb: old or gathered.
-            assert!(o.iter().all(|b| *b.0 == usize::MAX || *b.0 < N * 8));
+            let bad = o.iter().filter(|b| *b.0 != usize::MAX && *b.0 >= N * 8).count();
+            invalid.fetch_add(bad, Ordering::SeqCst);
             panic!("propagate");
         });
+        assert_eq!(
+            invalid.load(Ordering::SeqCst),
+            0,
+            "out holds elements that are neither old nor gathered"
+        );
         // After a clean run, out holds exactly the gathered values.
         let mut out = out.into_inner().unwrap_or_else(|e| e.into_inner());
         a.gather_multiaxis_into(&idx, &[1], &mut out).unwrap();
         assert_eq!(out, a.take_along_axis(&idx, 1).unwrap());
     }
+}
+
+/// Above the parallel threshold (2 MiB of output), natively: the pool's threads stop on a
+/// panic or a bad index, and the ranges other threads completed are dropped exactly once.
+#[cfg(all(feature = "rayon", not(miri)))]
+#[test]
+fn parallel_gathers_above_the_threshold_drop_exactly_once() {
+    const ROWS: usize = 40_000; // 320,000 Bombs of 8 bytes: 2.4 MiB of output
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let live = LIVE.load(Ordering::SeqCst);
+    let a = Array::from_shape_fn((ROWS, 8), |(i, j)| Bomb::new(i * 8 + j));
+    let elem = Array::from_shape_fn((ROWS, 8), |(i, j)| ((i + j) % 8) as i64);
+    let rows = Array::from_shape_fn(ROWS, |i| ((i * 7) % ROWS) as i64);
+    let pool = rayon_pool(2);
+    for fuse in [0, 200_000, ROWS * 8 - 1] {
+        let runs: [&(dyn Fn() + Sync); 2] = [&|| drop(a.take_along_axis(&elem, 1).unwrap()), &|| {
+            drop(a.gather(&rows, 0).unwrap())
+        }];
+        for run in runs {
+            arm(fuse);
+            let r = pool.install(|| catch_unwind(AssertUnwindSafe(run)));
+            assert!(r.is_err(), "clone {fuse} should have panicked");
+            arm(usize::MAX);
+            assert_eq!(
+                LIVE.load(Ordering::SeqCst),
+                live + (ROWS * 8) as isize,
+                "fuse {fuse}"
+            );
+        }
+    }
+    // A bad index in the last rows: everything written elsewhere is dropped.
+    let mut bad = elem.clone();
+    bad[[ROWS - 2, 5]] = 8;
+    let e = pool.install(|| a.take_along_axis(&bad, 1).unwrap_err());
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: 8, ref position, .. } if position == &vec![ROWS - 2, 5])
+    );
+    assert_eq!(LIVE.load(Ordering::SeqCst), live + (ROWS * 8) as isize);
+    drop(a);
+    assert_eq!(LIVE.load(Ordering::SeqCst), live);
 }

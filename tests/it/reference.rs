@@ -1,7 +1,42 @@
 //! Naive references, written from each operator's definition: one input coordinate per
-//! output coordinate, no strides, no planner. `Err(())` wherever the operation is invalid.
+//! output coordinate, no strides, no planner. `Err(Fail)` wherever the operation is
+//! invalid, saying which kind of error the crate must return.
 
 use ndarray::{ArrayD, ArrayViewD, Dimension, IxDyn};
+use ndarray_gather::GatherError;
+
+/// The kinds of invalid call, as the crate's error variants group them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fail {
+    /// Input and indices ranks do not fit (`RankMismatch`).
+    Rank,
+    /// A bad axis argument (`AxisOutOfBounds`, `DuplicateAxis`).
+    Axis,
+    /// Shapes that do not broadcast or fold (`ShapeMismatch`, `CoordinateFold`).
+    Shape,
+    /// `batch_dims` does not fit (`BatchDims`).
+    Batch,
+    /// An index into an empty axis (`EmptyAxis`).
+    Empty,
+    /// An index out of range (`IndexOutOfBounds`).
+    Index,
+}
+
+impl Fail {
+    /// The kind of a crate error (panics on a variant no reference produces).
+    pub fn of(e: &GatherError) -> Fail {
+        use GatherError::*;
+        match e {
+            RankMismatch { .. } => Fail::Rank,
+            AxisOutOfBounds { .. } | DuplicateAxis { .. } => Fail::Axis,
+            ShapeMismatch { .. } | CoordinateFold { .. } => Fail::Shape,
+            BatchDims { .. } => Fail::Batch,
+            EmptyAxis { .. } => Fail::Empty,
+            IndexOutOfBounds { .. } => Fail::Index,
+            e => panic!("no reference returns {e:?}"),
+        }
+    }
+}
 
 /// Any index value as the integer it denotes.
 pub fn int<I: TryInto<i128> + Copy>(v: I) -> i128 {
@@ -17,10 +52,10 @@ pub enum Mode {
     Clip,
 }
 
-pub fn norm(v: i128, len: usize, mode: Mode) -> Result<usize, ()> {
+pub fn norm(v: i128, len: usize, mode: Mode) -> Result<usize, Fail> {
     let n = len as i128;
     if n == 0 {
-        return Err(());
+        return Err(Fail::Empty);
     }
     match mode {
         Mode::Raise => {
@@ -28,7 +63,7 @@ pub fn norm(v: i128, len: usize, mode: Mode) -> Result<usize, ()> {
             if (0..n).contains(&v) {
                 Ok(v as usize)
             } else {
-                Err(())
+                Err(Fail::Index)
             }
         }
         Mode::Wrap => Ok(v.rem_euclid(n) as usize),
@@ -43,17 +78,17 @@ fn all_coords(shape: &[usize]) -> Vec<Vec<usize>> {
         .collect()
 }
 
-fn build<A: Clone>(shape: Vec<usize>, f: impl FnMut(&[usize]) -> Result<A, ()>) -> Result<ArrayD<A>, ()> {
-    let data: Result<Vec<A>, ()> = all_coords(&shape).iter().map(|c| c.as_slice()).map(f).collect();
+fn build<A: Clone>(shape: Vec<usize>, f: impl FnMut(&[usize]) -> Result<A, Fail>) -> Result<ArrayD<A>, Fail> {
+    let data: Result<Vec<A>, Fail> = all_coords(&shape).iter().map(|c| c.as_slice()).map(f).collect();
     Ok(ArrayD::from_shape_vec(IxDyn(&shape), data?).unwrap())
 }
 
-fn bcast(a: usize, b: usize) -> Result<usize, ()> {
+fn bcast(a: usize, b: usize) -> Result<usize, Fail> {
     match (a, b) {
         _ if a == b => Ok(a),
         (1, _) => Ok(b),
         (_, 1) => Ok(a),
-        _ => Err(()),
+        _ => Err(Fail::Shape),
     }
 }
 
@@ -62,14 +97,14 @@ pub fn multiaxis<A: Clone, I: TryInto<i128> + Copy>(
     input: &ArrayViewD<A>,
     indices: &ArrayViewD<I>,
     axes: &[usize],
-) -> Result<ArrayD<A>, ()> {
+) -> Result<ArrayD<A>, Fail> {
     let r = input.ndim();
-    if indices.ndim() != r || axes.iter().any(|&a| a >= r) {
-        return Err(());
+    if indices.ndim() != r {
+        return Err(Fail::Rank);
     }
     for (i, a) in axes.iter().enumerate() {
-        if axes[..i].contains(a) {
-            return Err(());
+        if *a >= r || axes[..i].contains(a) {
+            return Err(Fail::Axis);
         }
     }
     if r == 0 {
@@ -78,7 +113,7 @@ pub fn multiaxis<A: Clone, I: TryInto<i128> + Copy>(
     let k = axes.len().max(1);
     let mut logical = indices.shape().to_vec();
     if !logical[r - 1].is_multiple_of(k) {
-        return Err(());
+        return Err(Fail::Shape);
     }
     logical[r - 1] /= k;
     let mut out_shape = vec![0; r];
@@ -104,12 +139,12 @@ pub fn multiaxis<A: Clone, I: TryInto<i128> + Copy>(
     })
 }
 
-fn axis_of(axis: isize, r: usize) -> Result<usize, ()> {
+fn axis_of(axis: isize, r: usize) -> Result<usize, Fail> {
     let a = if axis < 0 { axis + r as isize } else { axis };
     if (0..r as isize).contains(&a) {
         Ok(a as usize)
     } else {
-        Err(())
+        Err(Fail::Axis)
     }
 }
 
@@ -119,7 +154,7 @@ pub fn gather<A: Clone, I: TryInto<i128> + Copy>(
     indices: &ArrayViewD<I>,
     axis: isize,
     mode: Mode,
-) -> Result<ArrayD<A>, ()> {
+) -> Result<ArrayD<A>, Fail> {
     batched(input, indices, axis, 0, mode)
 }
 
@@ -130,11 +165,11 @@ pub fn batched<A: Clone, I: TryInto<i128> + Copy>(
     axis: isize,
     b: usize,
     mode: Mode,
-) -> Result<ArrayD<A>, ()> {
+) -> Result<ArrayD<A>, Fail> {
     let (r, q) = (input.ndim(), indices.ndim());
     let a = axis_of(axis, r)?;
     if b > q || b > a || (0..b).any(|d| input.shape()[d] != indices.shape()[d]) {
-        return Err(());
+        return Err(Fail::Batch);
     }
     let shape: Vec<usize> = [
         &input.shape()[..a],
@@ -156,14 +191,14 @@ pub fn elements<A: Clone, I: TryInto<i128> + Copy>(
     input: &ArrayViewD<A>,
     indices: &ArrayViewD<I>,
     axis: isize,
-) -> Result<ArrayD<A>, ()> {
+) -> Result<ArrayD<A>, Fail> {
     let r = input.ndim();
     if indices.ndim() != r {
-        return Err(());
+        return Err(Fail::Rank);
     }
     let a = axis_of(axis, r)?;
     if (0..r).any(|d| d != a && indices.shape()[d] > input.shape()[d]) {
-        return Err(());
+        return Err(Fail::Shape);
     }
     build(indices.shape().to_vec(), |o| {
         let mut ic = o.to_vec();
@@ -177,13 +212,13 @@ pub fn along_axis<A: Clone, I: TryInto<i128> + Copy>(
     input: &ArrayViewD<A>,
     indices: &ArrayViewD<I>,
     axis: isize,
-) -> Result<ArrayD<A>, ()> {
+) -> Result<ArrayD<A>, Fail> {
     let r = input.ndim();
     if indices.ndim() != r {
-        return Err(());
+        return Err(Fail::Rank);
     }
     let a = axis_of(axis, r)?;
-    let shape: Result<Vec<usize>, ()> = (0..r)
+    let shape: Result<Vec<usize>, Fail> = (0..r)
         .map(|d| {
             if d == a {
                 Ok(indices.shape()[d])
@@ -210,17 +245,17 @@ pub fn nd<A: Clone, I: TryInto<i128> + Copy>(
     input: &ArrayViewD<A>,
     indices: &ArrayViewD<I>,
     b: usize,
-) -> Result<ArrayD<A>, ()> {
+) -> Result<ArrayD<A>, Fail> {
     let (r, q) = (input.ndim(), indices.ndim());
-    if q == 0 || b >= q {
-        return Err(());
+    if q == 0 {
+        return Err(Fail::Rank);
     }
     let k = indices.shape()[q - 1];
-    if b + k > r {
-        return Err(());
+    if b >= q || b + k > r {
+        return Err(Fail::Batch);
     }
-    let batch: Result<Vec<usize>, ()> = (0..b)
-        .map(|d| bcast(input.shape()[d], indices.shape()[d]))
+    let batch: Result<Vec<usize>, Fail> = (0..b)
+        .map(|d| bcast(input.shape()[d], indices.shape()[d]).map_err(|_| Fail::Batch))
         .collect();
     let batch = batch?;
     let shape: Vec<usize> = [&batch[..], &indices.shape()[b..q - 1], &input.shape()[b + k..]].concat();
@@ -246,7 +281,7 @@ pub fn take_flat<A: Clone, I: TryInto<i128> + Copy>(
     input: &ArrayViewD<A>,
     indices: &ArrayViewD<I>,
     mode: Mode,
-) -> Result<ArrayD<A>, ()> {
+) -> Result<ArrayD<A>, Fail> {
     let flat: Vec<A> = input.iter().cloned().collect();
     build(indices.shape().to_vec(), |o| {
         Ok(flat[norm(int(indices[IxDyn(o)]), flat.len(), mode)?].clone())

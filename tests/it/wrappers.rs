@@ -7,7 +7,7 @@ use proptest::prelude::*;
 
 use crate::layouts::{Held, Layout, any_layout};
 use crate::props::{config, convert, index_values};
-use crate::reference::{self, Mode};
+use crate::reference::{self, Fail, Mode};
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Op {
@@ -210,8 +210,9 @@ fn index_mode(m: Mode) -> IndexMode {
     }
 }
 
-/// Runs a case through the crate and the reference; both must fail, or agree exactly.
-pub fn check<A, I>(c: &Case) -> Result<(), String>
+/// Runs a case through the crate and the reference; both must fail with the same kind of
+/// error, or agree exactly. `Ok(true)` when they agreed on an output.
+pub fn check<A, I>(c: &Case) -> Result<bool, String>
 where
     A: crate::props::Elem,
     I: GatherIndex + TryFrom<i64> + TryFrom<u64> + TryInto<i128>,
@@ -221,7 +222,7 @@ where
     let values: Vec<I> = c.values.iter().map(|&v| convert(v, len.min(4))).collect();
     let indices = Held::new(&c.indices_shape, c.indices_layout, |i| values[i]);
     let (iv, xv): (ArrayViewD<A>, ArrayViewD<I>) = (input.view(), indices.view());
-    let (got, expected): (Result<ArrayD<A>, GatherError>, Result<ArrayD<A>, ()>) = match c.op {
+    let (got, expected): (Result<ArrayD<A>, GatherError>, Result<ArrayD<A>, Fail>) = match c.op {
         Op::Gather => (
             iv.gather(&xv, c.axis),
             reference::gather(&iv, &xv, c.axis, Mode::Raise),
@@ -252,8 +253,8 @@ where
         ),
     };
     match (&got, &expected) {
-        (Ok(g), Ok(e)) if g == e => Ok(()),
-        (Err(_), Err(())) => Ok(()),
+        (Ok(g), Ok(e)) if g == e => Ok(true),
+        (Err(g), Err(e)) if Fail::of(g) == *e => Ok(false),
         _ => Err(format!("crate {got:?}\nreference {expected:?}")),
     }
 }
@@ -279,7 +280,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
         4 => by_index!(bool),
         _ => by_index!(String),
     };
-    r.map_err(TestCaseError::fail)
+    r.map(|_| ()).map_err(TestCaseError::fail)
 }
 
 proptest! {
@@ -303,6 +304,7 @@ fn every_wrapper_on_every_layout() {
         (Op::TakeAxis, vec![3, 4], vec![5], -1, 0),
         (Op::TakeFlat, vec![3, 4, 2], vec![2, 3], 0, 0),
     ];
+    let (mut valid, mut total) = (0, 0);
     for (op, input_shape, indices_shape, axis, batch_dims) in cases {
         for il in crate::layouts::ALL {
             for xl in crate::layouts::ALL {
@@ -327,7 +329,15 @@ fn every_wrapper_on_every_layout() {
                 };
                 let r = check::<f32, i64>(&c);
                 assert!(r.is_ok(), "{c:?}: {r:?}");
+                valid += usize::from(r == Ok(true));
+                total += 1;
             }
         }
     }
+    // Every index is in range, so every case must give an output: a sweep that passed
+    // with everything rejected would test nothing.
+    assert_eq!(
+        valid, total,
+        "only {valid} of {total} layout cases gave an output"
+    );
 }

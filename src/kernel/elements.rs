@@ -1,0 +1,209 @@
+//! The one-axis element loop (GatherElements and take_along_axis lanes, 1-D takes):
+//! `out[i] = inp[i * step + resolve(idx[i]) * stride]`, with CPU-specific variants.
+//!
+//! The loop has no branch (a bad index reads position 0 and is reported at the end) and
+//! takes `out` and `idx` as slices, so the compiler knows they alias nothing and vectorizes
+//! it, with gather instructions where the CPU has them: on x86-64 it is also compiled for
+//! AVX2 and AVX-512. Which variant runs is decided once per call ([`Isa::detect`]).
+
+use std::mem::MaybeUninit;
+
+use super::store::store;
+use crate::index::{GatherIndex, Resolve};
+
+/// The instruction sets the element loop is compiled for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Isa {
+    /// Whatever the target's baseline is.
+    Base,
+    /// x86-64 with AVX2.
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
+    /// x86-64 with AVX-512 F, VL, DQ and BW.
+    #[cfg(target_arch = "x86_64")]
+    Avx512,
+}
+
+impl Isa {
+    /// The widest variant this CPU runs.
+    pub fn detect() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx512vl") && has!("avx512dq") && has!("avx512bw") {
+                return Isa::Avx512;
+            }
+            if has!("avx2") {
+                return Isa::Avx2;
+            }
+        }
+        Isa::Base
+    }
+
+    /// Every variant this CPU runs, narrowest first (for tests).
+    #[cfg(test)]
+    pub fn all_available() -> Vec<Isa> {
+        let mut v = vec![Isa::Base];
+        #[cfg(target_arch = "x86_64")]
+        {
+            if std::arch::is_x86_feature_detected!("avx2") {
+                v.push(Isa::Avx2);
+            }
+            if Isa::detect() == Isa::Avx512 {
+                v.push(Isa::Avx512);
+            }
+        }
+        v
+    }
+}
+
+/// One gathered axis over a run of contiguous output elements.
+#[derive(Clone, Copy)]
+pub(super) struct Axis1<A> {
+    pub inp: *const A,
+    pub step: isize,
+    pub len: usize,
+    pub stride: isize,
+}
+
+impl<A: Clone> Axis1<A> {
+    /// Fills `out` from `idx` with the variant `isa`; `false` if an index was out of range
+    /// (every element of `out` is written all the same).
+    ///
+    /// # Safety
+    /// `isa` runs on this CPU (it came from [`Isa::detect`]); `out` is initialized unless
+    /// `INIT`; every `inp + i * step + j * stride` with `i < out.len()`, `j < len` is an
+    /// element of the input, which `out` does not overlap; `len > 0`;
+    /// `idx.len() == out.len()`.
+    #[inline(always)]
+    pub unsafe fn fill_with<I: GatherIndex, R: Resolve, const INIT: bool>(
+        self,
+        isa: Isa,
+        out: &mut [MaybeUninit<A>],
+        idx: &[I],
+    ) -> bool {
+        // SAFETY: (every arm) the CPU has the features of the variant (this function's
+        // contract); the rest is forwarded.
+        unsafe {
+            match isa {
+                Isa::Base => self.fill::<I, R, INIT>(out, idx),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => self.fill_avx2::<I, R, INIT>(out, idx),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => self.fill_avx512::<I, R, INIT>(out, idx),
+            }
+        }
+    }
+
+    /// [`Axis1::fill`] compiled for AVX-512.
+    ///
+    /// # Safety
+    /// The contract of [`Axis1::fill_with`], on a CPU with AVX-512 F, VL, DQ and BW.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
+    unsafe fn fill_avx512<I: GatherIndex, R: Resolve, const INIT: bool>(
+        self,
+        out: &mut [MaybeUninit<A>],
+        idx: &[I],
+    ) -> bool {
+        // SAFETY: forwarded.
+        unsafe { self.fill::<I, R, INIT>(out, idx) }
+    }
+
+    /// [`Axis1::fill`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// The contract of [`Axis1::fill_with`], on a CPU with AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn fill_avx2<I: GatherIndex, R: Resolve, const INIT: bool>(
+        self,
+        out: &mut [MaybeUninit<A>],
+        idx: &[I],
+    ) -> bool {
+        // SAFETY: forwarded.
+        unsafe { self.fill::<I, R, INIT>(out, idx) }
+    }
+
+    /// The loop itself, inlined into each instruction-set variant.
+    ///
+    /// # Safety
+    /// The contract of [`Axis1::fill_with`] (for any `isa`).
+    #[inline(always)]
+    unsafe fn fill<I: GatherIndex, R: Resolve, const INIT: bool>(
+        self,
+        out: &mut [MaybeUninit<A>],
+        idx: &[I],
+    ) -> bool {
+        let Axis1 {
+            inp,
+            step,
+            len,
+            stride,
+        } = self;
+        let mut good = true;
+        for (i, (o, &v)) in out.iter_mut().zip(idx).enumerate() {
+            let (j, ok) = R::resolve_or_zero(v, len);
+            good &= ok;
+            // SAFETY: `j < len` (0 for a bad index, and `len > 0`), so this is an element
+            // of the input by the contract of `fill_with`; `o` is initialized unless `INIT`.
+            unsafe {
+                store::<A, INIT>(
+                    o.as_mut_ptr(),
+                    &*inp.offset(i as isize * step + j as isize * stride),
+                )
+            };
+        }
+        good
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{Raise, Wrap};
+
+    /// Every variant the host runs gives the base variant's result, for good and bad
+    /// indices and both store modes.
+    #[test]
+    fn every_variant_matches_the_base_loop() {
+        let input: Vec<f32> = (0..7 * 5).map(|v| v as f32).collect();
+        let n = if cfg!(miri) { 19 } else { 67 };
+        let idx: Vec<i64> = (0..n).map(|i| (i * 5 % 11) - 3).collect();
+        let run = |isa: Isa, idx: &[i64], wrap: bool| {
+            let mut out = vec![MaybeUninit::new(-1.0f32); idx.len()];
+            let a = Axis1 {
+                inp: input.as_ptr(),
+                step: 0,
+                len: 7,
+                stride: 5,
+            };
+            // SAFETY: offsets are `j * 5` with `j < 7`, inside the 35-element input.
+            let ok = unsafe {
+                if wrap {
+                    a.fill_with::<i64, Wrap, false>(isa, &mut out, idx)
+                } else {
+                    a.fill_with::<i64, Raise, true>(isa, &mut out, idx)
+                }
+            };
+            // SAFETY: every element is written by `fill_with`.
+            (
+                ok,
+                out.iter()
+                    .map(|v| unsafe { v.assume_init() })
+                    .collect::<Vec<f32>>(),
+            )
+        };
+        let good: Vec<i64> = idx.iter().map(|v| v.rem_euclid(7)).collect();
+        for isa in Isa::all_available() {
+            for wrap in [false, true] {
+                assert_eq!(run(isa, &idx, wrap), run(Isa::Base, &idx, wrap), "{isa:?}");
+                assert_eq!(run(isa, &good, wrap), run(Isa::Base, &good, wrap), "{isa:?}");
+            }
+            let (ok, out) = run(isa, &good, false);
+            assert!(ok);
+            assert_eq!(out, good.iter().map(|&j| (j * 5) as f32).collect::<Vec<_>>());
+            assert!(!run(isa, &idx, false).0, "{isa:?} missed a bad index");
+        }
+    }
+}

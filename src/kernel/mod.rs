@@ -1,0 +1,439 @@
+//! The kernel: executes a [`Plan`](crate::plan::Plan) by walking output lanes. It only
+//! moves elements. Its rooms:
+//!
+//! - [`schedule`]: numbered jobs on the calling thread and the rayon pool, with panics
+//!   and failures collected (shared with scatter);
+//! - [`walk`]: the odometer that visits a range of positions lane by lane (shared with
+//!   scatter);
+//! - `blocks`: rows of whole block lanes as a prefetching pipeline;
+//! - `elements`: the one-axis element loop and its CPU variants;
+//! - `store`: stores and the guard for uninitialized output;
+//! - this file: [`Task`], which owns the bounds invariants, and the gather's lanes.
+//!
+//! The innermost loop of the plan is the *lane*. When the indices do not advance along it
+//! (a block gather: ONNX Gather's trailing dimensions, GatherND's slices), the gathered
+//! offset is resolved once per lane and the lane is a run copy, a `clone_from_slice` when
+//! both sides are contiguous (a fixed-size array copy for blocks of 1-16 elements).
+//! Otherwise every element resolves its own indices; with one gathered axis and a
+//! contiguous lane that loop is branch-free and vectorizes.
+//!
+//! Work is split into ranges of flat output positions (in the loops' row-major order).
+//! Small gathers run on the calling thread; large ones run on the calling thread *and* the
+//! rayon pool.
+//!
+//! # Safety, in one place
+//! [`Task::new`] is the only way to build a task. It takes the plan's loops and the very
+//! views the plan was made from, and its contract (checked with `debug_assert!` where the
+//! views allow) is what every `unsafe` block below relies on: every offset the loops and
+//! the axis terms can form, with every resolved index below its axis length, is an
+//! element of the input (and of the indices); the output has the loops' shape.
+
+mod blocks;
+mod elements;
+pub(crate) mod schedule;
+mod store;
+pub(crate) mod walk;
+
+use std::mem::{MaybeUninit, needs_drop};
+
+use ndarray::ArrayViewD;
+
+use self::elements::Axis1;
+pub(crate) use self::elements::Isa;
+use self::schedule::Ranges;
+use self::store::{InitGuard, store};
+use self::walk::{At, Visit, walk};
+use crate::index::{GatherIndex, Resolve};
+use crate::plan::{AxisTerm, Loop};
+
+/// An index was out of range; the caller rescans the indices to say which.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BadIndex;
+
+/// How the kernel stores an element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Store {
+    /// `out` holds initialized elements: assign, dropping the old value.
+    Assign,
+    /// `out` is uninitialized, C-contiguous storage of exactly the output's length: write
+    /// without dropping. If the gather stops (a bad index or a panic), every element
+    /// written so far is dropped again, and the caller abandons the storage.
+    Init,
+}
+
+/// Parallel gathers are handed out in ranges of about this many output bytes.
+const CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 17 };
+
+/// A gather ready to run: the plan's loops and axis terms with the data pointers.
+pub(crate) struct Task<'a, A, I> {
+    outer: &'a [Loop],
+    lane: Loop,
+    axes: &'a [AxisTerm],
+    inp: *const A,
+    idx: *const I,
+    out: *mut A,
+    store: Store,
+    /// The element loop's variant, chosen once per call.
+    isa: Isa,
+}
+
+// SAFETY: a `Task` only reads `A` and `I` through shared pointers (so it may cross threads
+// when both are `Sync`) and writes `A` values into disjoint output ranges, one range per
+// thread at a time (so `A` must be `Send`). The pointers are valid for the whole call that
+// builds the task (the contract of `Task::new`).
+unsafe impl<A: Send + Sync, I: Sync> Sync for Task<'_, A, I> {}
+
+/// The lowest and highest element offsets of `shape` with `strides` (`None` if empty).
+pub(crate) fn span(shape: &[usize], strides: &[isize]) -> Option<(isize, isize)> {
+    let mut lo_hi = (0isize, 0isize);
+    for (&n, &s) in shape.iter().zip(strides) {
+        let reach = (n.checked_sub(1)? as isize) * s;
+        if reach < 0 {
+            lo_hi.0 += reach
+        } else {
+            lo_hi.1 += reach
+        }
+    }
+    Some(lo_hi)
+}
+
+/// The lowest and highest offsets the strides `stride` picks from `loops` can form.
+fn loop_reach(loops: &[Loop], stride: fn(&Loop) -> isize) -> (isize, isize) {
+    let (mut lo, mut hi) = (0isize, 0isize);
+    for l in loops {
+        let r = (l.len as isize - 1) * stride(l);
+        if r < 0 { lo += r } else { hi += r }
+    }
+    (lo, hi)
+}
+
+/// Debug builds: asserts that every offset `loops` and `axes` can form lies within
+/// `input` (and, for the indices' offsets, within `indices`), each given as shape and
+/// strides. This is the bounds invariant every kernel's `unsafe` relies on.
+pub(crate) fn debug_check_reach(
+    loops: &[Loop],
+    axes: &[AxisTerm],
+    input: (&[usize], &[isize]),
+    indices: (&[usize], &[isize]),
+) {
+    if !cfg!(debug_assertions) || loops.iter().any(|l| l.len == 0) {
+        return;
+    }
+    let within = |(lo, hi): (isize, isize), view: Option<(isize, isize)>| {
+        view.is_some_and(|(vlo, vhi)| vlo <= lo && hi <= vhi)
+    };
+    // Each axis term adds its own resolved offset to the input's...
+    let (mut lo, mut hi) = loop_reach(loops, |l| l.inp);
+    for t in axes {
+        let r = (t.len as isize - 1) * t.stride;
+        (lo, hi) = (lo + r.min(0), hi + r.max(0));
+    }
+    debug_assert!(
+        within((lo, hi), span(input.0, input.1)),
+        "input offsets {lo}..={hi} outside the input"
+    );
+    // ... and reads one component of the coordinate at its own offset.
+    if !axes.is_empty() {
+        let (mut lo, mut hi) = loop_reach(loops, |l| l.idx);
+        lo += axes.iter().map(|t| t.comp.min(0)).min().unwrap_or(0);
+        hi += axes.iter().map(|t| t.comp.max(0)).max().unwrap_or(0);
+        debug_assert!(
+            within((lo, hi), span(indices.0, indices.1)),
+            "indices offsets {lo}..={hi} outside the indices"
+        );
+    }
+}
+
+impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
+    /// A task over `loops` (from [`Plan::loops`](crate::plan::Plan::loops), never empty)
+    /// and `axes` of the plan made from `input` and `indices`.
+    ///
+    /// # Safety
+    /// - the plan was made from these very views (`Plan::new` with their shapes and
+    ///   strides), so that every offset the loops' `inp` / `idx` strides and the axis
+    ///   terms can form, with resolved indices below each axis length, is an element of
+    ///   `input` / `indices` (checked here with `debug_assert!`);
+    /// - `out` points to storage of the output shape with the loops' `out` strides, in
+    ///   which distinct positions are distinct elements (initialized for
+    ///   [`Store::Assign`]; C-contiguous, uninitialized and of exactly the output's
+    ///   length for [`Store::Init`]), aliasing neither view, and nothing else accesses it
+    ///   while the task runs.
+    pub unsafe fn new(
+        loops: &'a [Loop],
+        axes: &'a [AxisTerm],
+        input: &ArrayViewD<'_, A>,
+        indices: &ArrayViewD<'_, I>,
+        out: *mut A,
+        store: Store,
+    ) -> Self {
+        let (lane, outer) = match loops.split_last() {
+            Some((lane, outer)) => (*lane, outer),
+            None => (
+                Loop {
+                    len: 1,
+                    ..Loop::default()
+                },
+                &[][..],
+            ),
+        };
+        debug_check_reach(
+            loops,
+            axes,
+            (input.shape(), input.strides()),
+            (indices.shape(), indices.strides()),
+        );
+        let one_axis = axes.len() == 1 && lane.idx == 1 && lane.out == 1;
+        Task {
+            outer,
+            lane,
+            axes,
+            inp: input.as_ptr(),
+            idx: indices.as_ptr(),
+            out,
+            store,
+            isa: if one_axis && lane.len >= 16 {
+                Isa::detect()
+            } else {
+                Isa::Base
+            },
+        }
+    }
+
+    /// Number of output elements.
+    fn len(&self) -> usize {
+        self.outer.iter().map(|l| l.len).product::<usize>() * self.lane.len
+    }
+
+    /// Whether lanes are blocks: one coordinate each (the indices do not advance).
+    fn blocks(&self) -> bool {
+        self.lane.idx == 0 && !self.axes.is_empty()
+    }
+
+    /// Runs the whole gather, serially or in parallel.
+    pub fn run<R: Resolve>(&self) -> Result<(), BadIndex> {
+        let total = self.len();
+        if total == 0 {
+            return Ok(());
+        }
+        let idx_bytes = usize::from(!self.axes.is_empty() && self.lane.idx != 0) * size_of::<I>();
+        let bytes = total.saturating_mul(size_of::<A>() + idx_bytes);
+        if !schedule::worth_parallel(bytes) {
+            // SAFETY: `Task::new`'s contract; one range covers everything.
+            return unsafe { self.run_range::<R>(0, total) };
+        }
+        let ranges = Ranges::new(total, bytes, CHUNK_BYTES);
+        // Ranges completed, so that a failure elsewhere can drop their elements.
+        let track = self.store == Store::Init && needs_drop::<A>();
+        let outcome = schedule::run_jobs(ranges.count, track, |c| {
+            let r = ranges.get(c);
+            // SAFETY: every range is claimed once and ranges are disjoint.
+            unsafe { self.run_range::<R>(r.start, r.end) }
+        });
+        if outcome.failed() {
+            // A range stopped (bad index or panic) and dropped what it wrote; the caller
+            // abandons uninitialized output, so drop the ranges that completed.
+            for c in outcome.completed() {
+                let r = ranges.get(c);
+                // SAFETY: range `c` completed, so its elements are initialized, and
+                // nothing else will drop them: the output is abandoned by the caller.
+                unsafe {
+                    std::ptr::drop_in_place(std::ptr::slice_from_raw_parts_mut(
+                        self.out.add(r.start),
+                        r.len(),
+                    ))
+                };
+            }
+        }
+        outcome.finish()
+    }
+
+    /// Gathers the output positions `start..end` (row-major over the loops).
+    ///
+    /// # Safety
+    /// `Task::new`'s contract; no other thread writes these positions.
+    unsafe fn run_range<R: Resolve>(&self, start: usize, end: usize) -> Result<(), BadIndex> {
+        // SAFETY: forwarded; the store mode is fixed at compile time for the loops.
+        unsafe {
+            match self.store {
+                Store::Assign => self.walk_range::<R, false>(start, end),
+                Store::Init => self.walk_range::<R, true>(start, end),
+            }
+        }
+    }
+
+    /// [`Task::run_range`] for one store mode (`INIT` for [`Store::Init`]).
+    ///
+    /// # Safety
+    /// As for [`Task::run_range`].
+    unsafe fn walk_range<R: Resolve, const INIT: bool>(
+        &self,
+        start: usize,
+        end: usize,
+    ) -> Result<(), BadIndex> {
+        // For `Store::Init` the output is contiguous and `start <= len`; for
+        // `Store::Assign` the guard's pointer is never used.
+        let base = if INIT {
+            self.out.wrapping_add(start)
+        } else {
+            self.out
+        };
+        let mut v = Gather::<A, I, R, INIT> {
+            task: self,
+            guard: InitGuard::new(base, INIT && needs_drop::<A>()),
+            _mode: std::marker::PhantomData,
+        };
+        // SAFETY: `Task::new`'s contract, for the visitor's lanes.
+        unsafe { walk(self.outer, self.lane.len, self.blocks(), start, end, &mut v)? };
+        v.guard.disarm();
+        Ok(())
+    }
+
+    /// The input offset selected through `axes` by the coordinate at indices offset `at`
+    /// (a bad index counts as 0) and whether every index was good, without a branch.
+    ///
+    /// # Safety
+    /// `at + comp` is an element of the indices for every axis term.
+    #[inline(always)]
+    unsafe fn locate<R: Resolve>(&self, axes: &[AxisTerm], at: isize) -> (isize, bool) {
+        // SAFETY: forwarded.
+        unsafe { locate::<I, R>(self.idx, axes, at) }
+    }
+
+    /// Copies positions `first..last` of a block lane from `src` (the block's input
+    /// position 0) to `out` (the lane's output position 0); adds the elements written to
+    /// `written` (per element where a panic could leave them behind).
+    ///
+    /// # Safety
+    /// Both lanes exist with the plan's lane strides; `out` is initialized unless `INIT`.
+    #[inline(always)]
+    unsafe fn copy<const INIT: bool>(
+        &self,
+        out: *mut A,
+        src: *const A,
+        first: usize,
+        last: usize,
+        written: &mut usize,
+    ) {
+        let l = self.lane;
+        let count_each = INIT && needs_drop::<A>();
+        // SAFETY: by the contract above.
+        unsafe {
+            if l.inp == 1 && l.out == 1 && !INIT {
+                let d = std::slice::from_raw_parts_mut(out.add(first), last - first);
+                d.clone_from_slice(std::slice::from_raw_parts(src.add(first), last - first));
+            } else {
+                for i in first as isize..last as isize {
+                    store::<A, INIT>(out.offset(i * l.out), &*src.offset(i * l.inp));
+                    if count_each {
+                        *written += 1;
+                    }
+                }
+            }
+        }
+        if !count_each {
+            *written += last - first;
+        }
+    }
+}
+
+/// The offset selected through `axes` by the coordinate at indices offset `at` of `idx`
+/// (a bad index counts as 0) and whether every index was good, without a branch.
+///
+/// # Safety
+/// `idx + at + comp` is an element of the indices for every axis term.
+#[inline(always)]
+pub(crate) unsafe fn locate<I: GatherIndex, R: Resolve>(
+    idx: *const I,
+    axes: &[AxisTerm],
+    at: isize,
+) -> (isize, bool) {
+    let (mut off, mut good) = (0isize, true);
+    for a in axes {
+        // SAFETY: by the contract above.
+        let (i, ok) = R::resolve_or_zero(unsafe { *idx.offset(at + a.comp) }, a.len);
+        off += i as isize * a.stride;
+        good &= ok;
+    }
+    (off, good)
+}
+
+/// The gather's visitor: one range of a task, with the guard over what it has written.
+struct Gather<'t, 'a, A, I, R, const INIT: bool> {
+    task: &'t Task<'a, A, I>,
+    guard: InitGuard<A>,
+    _mode: std::marker::PhantomData<R>,
+}
+
+impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
+    for Gather<'_, '_, A, I, R, INIT>
+{
+    #[inline(always)]
+    unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
+        // SAFETY: forwarded; the walk asks for whole rows only of block lanes.
+        unsafe {
+            self.task
+                .block_row::<R, INIT>(row, count, at, &mut self.guard.written)
+        }
+    }
+
+    /// Gathers positions `first..last` of the lane; counts the elements written (per
+    /// element where a panic could leave them behind, that is for `INIT` with drop glue).
+    #[inline(always)]
+    unsafe fn lane(&mut self, at: At, first: usize, last: usize) -> Result<(), BadIndex> {
+        let t = self.task;
+        let (l, f) = (t.lane, first as isize);
+        let written = &mut self.guard.written;
+        let count_each = INIT && needs_drop::<A>();
+        // SAFETY: (for the whole body) `Task::new`'s contract bounds every offset formed
+        // from the loops and the axis terms; resolved indices are `< len` by `Resolve`
+        // (0 for a bad one, which is reported).
+        unsafe {
+            let out = t.out.offset(at.out);
+            if t.blocks() || t.axes.is_empty() {
+                // A block: one coordinate for the whole run.
+                let (g, ok) = t.locate::<R>(t.axes, at.idx);
+                if !ok {
+                    return Err(BadIndex);
+                }
+                t.copy::<INIT>(out, t.inp.offset(at.inp + g), first, last, written);
+                return Ok(());
+            }
+            if let [a] = t.axes {
+                // One gathered axis (GatherElements, take_along_axis, 1-D take).
+                let (idx, inp) = (t.idx.offset(at.idx + a.comp), t.inp.offset(at.inp));
+                if l.out == 1 && l.idx == 1 && !count_each {
+                    let n = last - first;
+                    let run = Axis1 {
+                        inp: inp.offset(f * l.inp),
+                        step: l.inp,
+                        len: a.len,
+                        stride: a.stride,
+                    };
+                    let out = std::slice::from_raw_parts_mut(out.add(first).cast::<MaybeUninit<A>>(), n);
+                    let idx = std::slice::from_raw_parts(idx.add(first), n);
+                    let isa = if n >= 16 { t.isa } else { Isa::Base };
+                    *written += n;
+                    return if run.fill_with::<I, R, INIT>(isa, out, idx) {
+                        Ok(())
+                    } else {
+                        Err(BadIndex)
+                    };
+                }
+            }
+            for i in f..last as isize {
+                let (g, ok) = t.locate::<R>(t.axes, at.idx + i * l.idx);
+                if !ok {
+                    return Err(BadIndex);
+                }
+                store::<A, INIT>(out.offset(i * l.out), &*t.inp.offset(at.inp + i * l.inp + g));
+                if count_each {
+                    *written += 1;
+                }
+            }
+        }
+        if !count_each {
+            *written += last - first;
+        }
+        Ok(())
+    }
+}
