@@ -5,7 +5,7 @@
 
 use std::fmt::Display;
 
-use ndarray::{Array, ArrayD, ArrayRef, Dimension, arr0, array};
+use ndarray::{Array, Array2, ArrayD, ArrayRef, Dimension, arr0, array};
 use ndarray_gather::prelude::*;
 
 fn show<A: Display, D: Dimension, I: Display, E: Dimension>(
@@ -203,5 +203,38 @@ fn main() -> Result<(), GatherError> {
         "axis = 0",
         table.gather(&i, 0),
     );
+    println!("=== scatter: every gather's adjoint, in place\n");
+    let mut grad = Array2::<f32>::zeros((4, 2));
+    let ids = array![3_i64, 1, 3];
+    let rows = array![[1.0_f32, 1.0], [2.0, 2.0], [0.5, 0.5]];
+    grad.scatter(&ids, &rows, 0, reduce::Add)?;
+    println!("embedding gradient, np.add.at(grad, ids, rows): ids {ids}\n{grad}\n");
+    let mut x = array![[1.0, 2.0, 3.0, 4.0, 5.0]];
+    x.scatter_elements(
+        &array![[1_i64, 3, 1]],
+        &array![[1.1, 2.1, 7.0]],
+        1,
+        Reduction::Max,
+    )?;
+    println!("ONNX ScatterElements(reduction=\"max\"), axis 1:\n{x}\n");
+    let mut cube = Array::from_elem((2, 2, 2), 0);
+    cube.scatter_nd(
+        &array![[0_i64, 1], [1, 0], [0, 1]],
+        &array![[1, 2], [3, 4], [5, 6]],
+        0,
+        reduce::Replace,
+    )?;
+    println!("ONNX ScatterND on [2, 2, 2], the last duplicate wins:\n{cube}\n");
+    let mut a = array![[10, 30, 20], [60, 40, 50]];
+    a.put_along_axis(&array![[1_usize], [0]], &arr0(0), 1)?;
+    println!("numpy.put_along_axis: zero each row's largest:\n{a}\n");
+    let mut img = Array::<f32, _>::zeros((1, 2, 3, 1));
+    img.scatter_multiaxis(
+        &array![[[[2_i64, 1]], [[2, 1]]]],
+        &[2, 1],
+        &array![[[[1.0_f32]], [[0.5]]]],
+        reduce::Add,
+    )?;
+    println!("scatter_multiaxis: (x, y) points splatted into [N, H, W, C]:\n{img}\n");
     Ok(())
 }

@@ -8,8 +8,9 @@ use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn, RawData
 
 use crate::error::{GatherError, internal};
 use crate::index::{Clip, GatherIndex, IndexMode, Raise, Wrap, resolve};
-use crate::kernel::{BadIndex, Store, Task};
+use crate::kernel::{BadIndex, ScatterTask, Store, Task};
 use crate::plan::{Layout, Plan, unravel};
+use crate::reduce::Reducer;
 use crate::small::Small;
 
 /// The shapes the caller passed, in which errors are reported.
@@ -225,6 +226,61 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
             IndexMode::Wrap => task.run::<Wrap>(),
             IndexMode::Clip => task.run::<Clip>(),
         }
+    }
+}
+
+/// How a scatter's `updates` must fit the matching gather's output shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fit {
+    /// Exactly that shape.
+    Exact,
+    /// The same rank and at least that size on every dimension: the leading block is used
+    /// (torch's `scatter_`).
+    Leading,
+    /// Broadcast to that shape (numpy's `put_along_axis`).
+    Broadcast,
+}
+
+impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I> {
+    /// Scatters `updates` into the input through `reducer`: every error (shapes, axes,
+    /// indices) is found before the first write.
+    pub fn scatter<R: Reducer<A>>(
+        mut self,
+        updates: ArrayViewD<'_, A>,
+        fit: Fit,
+        reducer: R,
+    ) -> Result<(), GatherError> {
+        let plan = self.plan(size_of::<A>())?;
+        let expected = self.final_shape(&plan.out_shape);
+        let unfit = || GatherError::UpdatesShape {
+            op: self.op,
+            expected: expected.to_vec(),
+            found: updates.shape().to_vec(),
+        };
+        let fitted = match fit {
+            Fit::Exact => (updates.shape() == &*expected).then(|| updates.view()),
+            Fit::Leading => (updates.ndim() == expected.len()
+                && updates.shape().iter().zip(&*expected).all(|(u, e)| u >= e))
+            .then(|| {
+                let mut v = updates.view();
+                for (d, &n) in expected.iter().enumerate() {
+                    v.slice_axis_inplace(Axis(d), ndarray::Slice::from(..n));
+                }
+                v
+            }),
+            Fit::Broadcast => updates.broadcast(IxDyn(&expected)),
+        };
+        let updates = self.lower_output(fitted.ok_or_else(unfit)?);
+        if plan.out_len == 0 {
+            return Ok(());
+        }
+        let loops = plan.loops(updates.strides());
+        // SAFETY: the plan was made from these views; `updates` has the plan's output
+        // shape (fitted above, axes put back); the destination is an exclusive borrow.
+        let task = unsafe { ScatterTask::new(&loops, &plan.axes, &mut self.input, &updates, &self.indices) };
+        task.check().map_err(|BadIndex| self.index_error(&plan))?;
+        task.run(reducer);
+        Ok(())
     }
 }
 

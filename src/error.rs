@@ -175,6 +175,20 @@ pub enum GatherError {
         detail: String,
     },
 
+    /// The `updates` of a scatter do not fit the shape the matching gather would return.
+    #[error(
+        "{op}: updates of shape {found:?} do not fit the shape {expected:?} that the matching \
+         gather returns (the positions the indices select)"
+    )]
+    UpdatesShape {
+        /// The method that was called.
+        op: &'static str,
+        /// The matching gather's output shape.
+        expected: Vec<usize>,
+        /// The shape of `updates`.
+        found: Vec<usize>,
+    },
+
     /// A bug in this crate: an internal invariant did not hold. It is never expected (in
     /// debug builds it panics instead, so that tests catch it); please report it with its
     /// message.

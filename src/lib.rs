@@ -74,11 +74,15 @@ mod kernel;
 mod lower;
 mod plan;
 pub mod prelude;
+pub mod reduce;
+mod scatter;
 mod small;
 
 pub use error::GatherError;
 pub use ext::GatherExt;
 pub use index::{GatherIndex, IndexMode};
+pub use reduce::{Reducer, Reduction};
+pub use scatter::ScatterExt;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

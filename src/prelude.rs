@@ -1,4 +1,4 @@
 //! Everything a caller needs in one import: `use ndarray_gather::prelude::*;`.
 
 #[doc(no_inline)]
-pub use crate::{GatherError, GatherExt, GatherIndex, IndexMode};
+pub use crate::{GatherError, GatherExt, GatherIndex, IndexMode, Reducer, Reduction, ScatterExt, reduce};

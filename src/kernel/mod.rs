@@ -8,6 +8,7 @@
 //! - `blocks`: rows of whole block lanes as a prefetching pipeline;
 //! - `elements`: the one-axis element loop and its CPU variants;
 //! - `store`: stores and the guard for uninitialized output;
+//! - `scatter`: the scatter kernel, on the same walk and scheduler;
 //! - this file: [`Task`], which owns the bounds invariants, and the gather's lanes.
 //!
 //! The innermost loop of the plan is the *lane*. When the indices do not advance along it
@@ -30,6 +31,7 @@
 
 mod blocks;
 mod elements;
+mod scatter;
 pub(crate) mod schedule;
 mod store;
 pub(crate) mod walk;
@@ -40,6 +42,7 @@ use ndarray::ArrayViewD;
 
 use self::elements::Axis1;
 pub(crate) use self::elements::Isa;
+pub(crate) use self::scatter::ScatterTask;
 use self::schedule::Ranges;
 use self::store::{InitGuard, store};
 use self::walk::{At, Visit, walk};

@@ -10,5 +10,6 @@ mod panics;
 mod parallel;
 mod props;
 mod reference;
+mod scatter;
 mod spec;
 mod wrappers;

@@ -124,6 +124,10 @@ pub fn multiaxis<A: Clone, I: TryInto<i128> + Copy>(
             bcast(input.shape()[d], logical[d])?
         };
     }
+    // No index into an empty gathered axis can be valid, whichever axis comes first.
+    if out_shape.iter().product::<usize>() > 0 && axes.iter().any(|&a| input.shape()[a] == 0) {
+        return Err(Fail::Empty);
+    }
     build(out_shape, |o| {
         let mut ic: Vec<usize> = (0..r)
             .map(|d| if input.shape()[d] == 1 { 0 } else { o[d] })
@@ -259,6 +263,9 @@ pub fn nd<A: Clone, I: TryInto<i128> + Copy>(
         .collect();
     let batch = batch?;
     let shape: Vec<usize> = [&batch[..], &indices.shape()[b..q - 1], &input.shape()[b + k..]].concat();
+    if shape.iter().product::<usize>() > 0 && (b..b + k).any(|d| input.shape()[d] == 0) {
+        return Err(Fail::Empty);
+    }
     build(shape, |o| {
         let bi: Vec<usize> = (0..b)
             .map(|d| if input.shape()[d] == 1 { 0 } else { o[d] })

@@ -135,7 +135,7 @@ fn shapes() -> impl Strategy<Value = (Op, Vec<usize>, Vec<usize>, isize, usize, 
         })
 }
 
-fn case() -> impl Strategy<Value = Case> {
+pub fn case() -> impl Strategy<Value = Case> {
     shapes().prop_flat_map(|(op, input_shape, indices_shape, axis, batch_dims, mode)| {
         let lens: Vec<usize> = match op {
             Op::TakeFlat => vec![input_shape.iter().product()],

@@ -1,0 +1,307 @@
+//! The scatter kernel: the gather's walk run backwards. The plan is the matching gather's,
+//! with the destination as its input and the updates as its output; each position
+//! combines `updates[o]` into `destination[p(o)]` through a reducer.
+//!
+//! Determinism by construction: the destination's memory is cut into one contiguous span
+//! of offsets per thread, and each thread walks *all* positions in row-major order,
+//! applying only the updates that land in its own span. Every element is therefore
+//! written by one thread, its updates combined in row-major order: the result is that of
+//! applying the updates one at a time, bit for bit, on any number of threads, without
+//! atomics or locks. A lane whose destinations cannot reach a thread's span (known from
+//! its offset alone) is skipped without reading its indices.
+//!
+//! Indices are all checked first, in a read-only pass ([`ScatterTask::check`]), so that a
+//! bad one is reported before anything is written.
+
+use ndarray::{ArrayViewD, ArrayViewMutD};
+
+use super::schedule::{self, Ranges};
+use super::walk::{At, Visit, walk};
+use super::{BadIndex, debug_check_reach, locate, span};
+use crate::index::{GatherIndex, Raise};
+use crate::plan::{AxisTerm, Loop};
+use crate::reduce::Reducer;
+
+/// Index checks are handed out in ranges of about this many index bytes.
+const CHECK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 18 };
+
+/// A scatter ready to run.
+pub(crate) struct ScatterTask<'a, A, I> {
+    outer: &'a [Loop],
+    lane: Loop,
+    axes: &'a [AxisTerm],
+    dst: *mut A,
+    upd: *const A,
+    idx: *const I,
+    /// The destination offsets one lane can reach, relative to its own offset.
+    lane_reach: (isize, isize),
+    /// The destination's lowest and highest element offsets.
+    span: (isize, isize),
+}
+
+// SAFETY: a `ScatterTask` reads `A` (updates) and `I` through shared pointers, so it may
+// cross threads when both are `Sync`; it writes `A` values of the destination, each
+// element from exactly one thread (spans are disjoint), so `A` must be `Send`. The
+// pointers are valid for the whole call that builds the task (`ScatterTask::new`).
+unsafe impl<A: Send + Sync, I: Sync> Sync for ScatterTask<'_, A, I> {}
+
+impl<'a, A: Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
+    /// A scatter over `loops` (from [`Plan::loops`](crate::plan::Plan::loops) with the
+    /// updates' strides, never empty) and `axes` of the plan made from `dst` (as the input)
+    /// and `indices`.
+    ///
+    /// # Safety
+    /// The plan was made from these very views (`Plan::new` with the shapes and strides of
+    /// `dst` and `indices`), so that every offset the loops' `inp` / `idx` strides and the
+    /// axis terms can form, with resolved indices below each axis length, is an element of
+    /// `dst` / `indices` (checked here with `debug_assert!`); `updates` has the plan's
+    /// output shape with the loops' `out` strides. `dst` is an exclusive borrow, so none
+    /// of the views alias it, and nothing else accesses it while the task runs.
+    pub unsafe fn new(
+        loops: &'a [Loop],
+        axes: &'a [AxisTerm],
+        dst: &mut ArrayViewMutD<'_, A>,
+        updates: &ArrayViewD<'_, A>,
+        indices: &ArrayViewD<'_, I>,
+    ) -> Self {
+        debug_check_reach(
+            loops,
+            axes,
+            (dst.shape(), dst.strides()),
+            (indices.shape(), indices.strides()),
+        );
+        let (lane, outer) = match loops.split_last() {
+            Some((lane, outer)) => (*lane, outer),
+            None => (
+                Loop {
+                    len: 1,
+                    ..Loop::default()
+                },
+                &[][..],
+            ),
+        };
+        let mut lane_reach = span(&[lane.len], &[lane.inp]).unwrap_or((0, 0));
+        for t in axes {
+            let r = (t.len as isize).saturating_sub(1) * t.stride;
+            lane_reach = (lane_reach.0 + r.min(0), lane_reach.1 + r.max(0));
+        }
+        ScatterTask {
+            outer,
+            lane,
+            axes,
+            dst: dst.as_mut_ptr(),
+            upd: updates.as_ptr(),
+            idx: indices.as_ptr(),
+            lane_reach,
+            span: span(dst.shape(), dst.strides()).unwrap_or((0, 0)),
+        }
+    }
+
+    /// Number of positions (updates).
+    fn len(&self) -> usize {
+        self.outer.iter().map(|l| l.len).product::<usize>() * self.lane.len
+    }
+
+    /// Checks every index the scatter will read; `Err` if one is out of range. Reads only.
+    pub fn check(&self) -> Result<(), BadIndex> {
+        let total = self.len();
+        if total == 0 || self.axes.is_empty() {
+            return Ok(());
+        }
+        let per_lane = if self.lane.idx == 0 { 1 } else { self.lane.len };
+        let bytes = (total / self.lane.len).saturating_mul(per_lane * size_of::<I>());
+        let visit = |start: usize, end: usize| {
+            let mut v = Check { task: self };
+            // SAFETY: `ScatterTask::new`'s contract; `start..end` are positions.
+            unsafe { walk(self.outer, self.lane.len, false, start, end, &mut v) }
+        };
+        if !schedule::worth_parallel(bytes) {
+            return visit(0, total);
+        }
+        let ranges = Ranges::new(total, bytes, CHECK_BYTES);
+        schedule::run_jobs(ranges.count, false, |c| {
+            let r = ranges.get(c);
+            visit(r.start, r.end)
+        })
+        .finish()
+    }
+
+    /// Combines every update into the destination through `reducer`, in row-major order
+    /// per element. Only after [`ScatterTask::check`] returned `Ok`. A panicking reducer
+    /// leaves every element valid and propagates once the other threads have stopped.
+    pub fn run<R: Reducer<A>>(&self, reducer: R) {
+        let total = self.len();
+        if total == 0 {
+            return;
+        }
+        let parts = if schedule::worth_parallel(total.saturating_mul(size_of::<A>())) {
+            schedule::threads()
+        } else {
+            1
+        };
+        let (lo, hi) = self.span;
+        let width = (hi - lo) / parts as isize + 1;
+        let part = |p: usize| {
+            let own = (
+                lo + p as isize * width,
+                (lo + (p as isize + 1) * width).min(hi + 1),
+            );
+            let mut v = Apply {
+                task: self,
+                reducer,
+                own,
+            };
+            // SAFETY: `ScatterTask::new`'s contract; indices were checked; each part writes
+            // only the elements in its own span of offsets.
+            unsafe { walk(self.outer, self.lane.len, false, 0, total, &mut v) }
+        };
+        if parts == 1 {
+            let _ = part(0);
+            return;
+        }
+        // `Apply` never fails, so the outcome can only carry a reducer's panic.
+        let _ = schedule::run_jobs(parts, false, part).finish();
+    }
+}
+
+/// The index check: a lane is good if every coordinate it reads resolves.
+struct Check<'t, 'a, A, I> {
+    task: &'t ScatterTask<'a, A, I>,
+}
+
+impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
+    unsafe fn lanes(&mut self, _: Loop, _: usize, _: At) -> Result<(), BadIndex> {
+        Err(BadIndex) // never asked for: the walk runs lane by lane
+    }
+
+    unsafe fn lane(&mut self, at: At, first: usize, last: usize) -> Result<(), BadIndex> {
+        let t = self.task;
+        let (first, last) = if t.lane.idx == 0 { (0, 1) } else { (first, last) };
+        let mut good = true;
+        for i in first as isize..last as isize {
+            // SAFETY: the lane's coordinates are elements of the indices (`new`'s contract).
+            good &= unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx + i * t.lane.idx) }.1;
+        }
+        if good { Ok(()) } else { Err(BadIndex) }
+    }
+}
+
+/// One thread's part of a scatter: the updates that land in its span `own` of offsets.
+struct Apply<'t, 'a, A, I, R> {
+    task: &'t ScatterTask<'a, A, I>,
+    reducer: R,
+    own: (isize, isize),
+}
+
+impl<A: Send + Sync, I: GatherIndex, R: Reducer<A>> Apply<'_, '_, A, I, R> {
+    /// Combines the update at offset `u` into the destination element at offset `d`.
+    ///
+    /// # Safety
+    /// `d` is an element of the destination in this part's span, `u` one of the updates.
+    #[inline(always)]
+    unsafe fn apply(&self, d: isize, u: isize) {
+        let t = self.task;
+        // SAFETY: by the contract above; only this thread writes element `d`, and the
+        // updates do not alias the destination.
+        unsafe { self.reducer.reduce(&mut *t.dst.offset(d), &*t.upd.offset(u)) }
+    }
+}
+
+impl<A: Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, '_, A, I, R> {
+    unsafe fn lanes(&mut self, _: Loop, _: usize, _: At) -> Result<(), BadIndex> {
+        Err(BadIndex) // never asked for: the walk runs lane by lane
+    }
+
+    #[inline(always)]
+    unsafe fn lane(&mut self, at: At, first: usize, last: usize) -> Result<(), BadIndex> {
+        let t = self.task;
+        let (l, (lo, hi)) = (t.lane, self.own);
+        if at.inp + t.lane_reach.1 < lo || at.inp + t.lane_reach.0 >= hi {
+            return Ok(()); // no destination of this lane is ours
+        }
+        if l.idx == 0 || t.axes.is_empty() {
+            // A block: one coordinate, destinations `d0 + i * l.inp`.
+            // SAFETY: the coordinate is an element of the indices, already checked.
+            let d0 = at.inp + unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx) }.0;
+            let mine = owned(d0, l.inp, first..last, (lo, hi));
+            if l.inp == 1 && l.out == 1 {
+                // Contiguous on both sides: slices, which the compiler can vectorize.
+                let n = mine.len();
+                // SAFETY: the run is within the lane's destinations (ours alone) and its
+                // updates, which do not overlap.
+                let (d, u) = unsafe {
+                    (
+                        std::slice::from_raw_parts_mut(t.dst.offset(d0 + mine.start as isize), n),
+                        std::slice::from_raw_parts(t.upd.offset(at.out + mine.start as isize), n),
+                    )
+                };
+                for (x, v) in d.iter_mut().zip(u) {
+                    self.reducer.reduce(x, v);
+                }
+            } else {
+                for i in mine {
+                    let i = i as isize;
+                    // SAFETY: destination `i` of the lane is in our span; update `i` exists.
+                    unsafe { self.apply(d0 + i * l.inp, at.out + i * l.out) };
+                }
+            }
+            return Ok(());
+        }
+        for i in first as isize..last as isize {
+            // SAFETY: the coordinate is an element of the indices, already checked.
+            let g = unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx + i * l.idx) }.0;
+            let d = at.inp + i * l.inp + g;
+            if lo <= d && d < hi {
+                // SAFETY: `d` is a destination element in our span; update `i` exists.
+                unsafe { self.apply(d, at.out + i * l.out) };
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The positions `i` in `range` whose offset `d0 + i * step` lies in `lo..hi`, in order
+/// (they are consecutive: offsets are monotone in `i`).
+fn owned(
+    d0: isize,
+    step: isize,
+    range: std::ops::Range<usize>,
+    (lo, hi): (isize, isize),
+) -> std::ops::Range<usize> {
+    let (a, b) = (range.start as isize, range.end as isize);
+    let (first, last) = match step {
+        0 if lo <= d0 && d0 < hi => (a, b),
+        0 => (a, a),
+        // d0 + i s >= lo  <=>  i >= ceil((lo - d0) / s);  d0 + i s < hi  <=>  i < ceil((hi - d0) / s)
+        s if s > 0 => (ceil_div(lo - d0, s), ceil_div(hi - d0, s)),
+        // s < 0: d0 - i |s| < hi  <=>  i > (d0 - hi) / |s|;  d0 - i |s| >= lo  <=>  i <= (d0 - lo) / |s|
+        s => ((d0 - hi).div_euclid(-s) + 1, (d0 - lo).div_euclid(-s) + 1),
+    };
+    let (first, last) = (first.clamp(a, b), last.clamp(a, b));
+    first as usize..last.max(first) as usize
+}
+
+/// `ceil(a / b)` for `b > 0`.
+fn ceil_div(a: isize, b: isize) -> isize {
+    -((-a).div_euclid(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owned_picks_exactly_the_positions_in_the_span() {
+        for d0 in -12..12 {
+            for step in -4..=4 {
+                for (lo, hi) in [(-5, 3), (0, 1), (2, 9), (4, 4), (-20, 20)] {
+                    let want: Vec<usize> = (1..9)
+                        .filter(|&i| (lo..hi).contains(&(d0 + i as isize * step)))
+                        .collect();
+                    let got: Vec<usize> = owned(d0, step, 1..9, (lo, hi)).collect();
+                    assert_eq!(got, want, "d0 {d0} step {step} span {lo}..{hi}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,236 @@
+//! How a scatter combines an update with the element already there: the [`Reducer`]
+//! trait, its unit structs ([`Replace`], [`Add`], [`Mul`], [`Min`], [`Max`]), the run-time
+//! [`Reduction`] (ONNX's `reduction` attribute) and closures.
+
+use std::fmt;
+use std::str::FromStr;
+
+use num_traits::NumAssignOps;
+
+/// Combines an update into the element a scatter writes to.
+///
+/// Implemented by the unit structs of this module, by [`Reduction`], and by every closure
+/// `Fn(&mut A, &A) + Copy + Send + Sync`. Duplicates combine in row-major order of the
+/// updates, one at a time, so a reducer need be neither associative nor commutative.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+///
+/// let mut a = array![1.0, 1.0, 1.0];
+/// // A closure: keep the update with the larger magnitude.
+/// let by_magnitude = |x: &mut f64, u: &f64| if u.abs() > x.abs() { *x = *u };
+/// a.scatter(&array![0_i64, 0, 2], &array![-3.0, 2.0, 0.5], 0, by_magnitude)?;
+/// assert_eq!(a, array![-3.0, 1.0, 1.0]);
+/// # Ok::<(), GatherError>(())
+/// ```
+pub trait Reducer<A>: Copy + Send + Sync {
+    /// Combines `update` into `slot`.
+    fn reduce(&self, slot: &mut A, update: &A);
+}
+
+impl<A, F: Fn(&mut A, &A) + Copy + Send + Sync> Reducer<A> for F {
+    #[inline(always)]
+    fn reduce(&self, slot: &mut A, update: &A) {
+        self(slot, update)
+    }
+}
+
+/// The update replaces the element (ONNX `reduction="none"`, `torch.scatter_`, numpy's
+/// fancy assignment and `put_along_axis`); of duplicates, the last one in row-major order
+/// wins.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::{prelude::*, reduce::Replace};
+///
+/// let mut a = array![0, 0, 0];
+/// a.scatter(&array![2_i64, 2], &array![7, 9], 0, Replace)?;
+/// assert_eq!(a, array![0, 0, 9]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Replace;
+
+/// The update is added (`np.add.at`, ONNX `reduction="add"`, `torch.scatter_add_`,
+/// `index_add_`): duplicates accumulate.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::{prelude::*, reduce::Add};
+///
+/// let mut counts = array![0, 0, 0];
+/// counts.scatter(&array![2_i64, 0, 2], &array![1, 1, 1], 0, Add)?;
+/// assert_eq!(counts, array![1, 0, 2]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Add;
+
+/// The element is multiplied by the update (`np.multiply.at`, ONNX `reduction="mul"`).
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::{prelude::*, reduce::Mul};
+///
+/// let mut a = array![1, 1, 3];
+/// a.scatter(&array![2_i64, 2], &array![2, 5], 0, Mul)?;
+/// assert_eq!(a, array![1, 1, 30]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Mul;
+
+/// The smaller of element and update (`np.minimum.at`, ONNX `reduction="min"`): only a
+/// strictly smaller update, or a NaN, replaces the element; a tie (`-0.0` against `0.0`
+/// included) keeps the old value. Which NaN comes out is not specified.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::{prelude::*, reduce::Min};
+///
+/// let mut a = array![5.0, 5.0];
+/// a.scatter(&array![0_i64, 0, 1], &array![3.0, 4.0, f64::NAN], 0, Min)?;
+/// assert_eq!(a[0], 3.0);
+/// assert!(a[1].is_nan());
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Min;
+
+/// The larger of element and update (`np.maximum.at`, ONNX `reduction="max"`): only a
+/// strictly larger update, or a NaN, replaces the element; a tie keeps the old value.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::{prelude::*, reduce::Max};
+///
+/// let mut a = array![0, 0];
+/// a.scatter(&array![1_i64, 1], &array![4, 2], 0, Max)?;
+/// assert_eq!(a, array![0, 4]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Max;
+
+impl<A: Clone + Send + Sync> Reducer<A> for Replace {
+    #[inline(always)]
+    fn reduce(&self, slot: &mut A, update: &A) {
+        slot.clone_from(update);
+    }
+}
+
+impl<A: Clone + std::ops::AddAssign + Send + Sync> Reducer<A> for Add {
+    #[inline(always)]
+    fn reduce(&self, slot: &mut A, update: &A) {
+        *slot += update.clone();
+    }
+}
+
+impl<A: Clone + std::ops::MulAssign + Send + Sync> Reducer<A> for Mul {
+    #[inline(always)]
+    fn reduce(&self, slot: &mut A, update: &A) {
+        *slot *= update.clone();
+    }
+}
+
+/// Whether `v` is unordered against itself (a NaN).
+#[inline(always)]
+#[allow(clippy::eq_op)]
+fn is_nan<A: PartialOrd>(v: &A) -> bool {
+    v != v
+}
+
+impl<A: Clone + PartialOrd + Send + Sync> Reducer<A> for Min {
+    #[inline(always)]
+    fn reduce(&self, slot: &mut A, update: &A) {
+        if update < slot || is_nan(update) {
+            slot.clone_from(update);
+        }
+    }
+}
+
+impl<A: Clone + PartialOrd + Send + Sync> Reducer<A> for Max {
+    #[inline(always)]
+    fn reduce(&self, slot: &mut A, update: &A) {
+        if update > slot || is_nan(update) {
+            slot.clone_from(update);
+        }
+    }
+}
+
+/// A reduction chosen at run time, for numeric elements (every primitive integer and
+/// float): the unit structs of this module as one enum. Parses ONNX's `reduction`
+/// attribute: `"none" | "add" | "mul" | "min" | "max"`.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+///
+/// let reduction: Reduction = "max".parse().unwrap();
+/// let mut x = array![[1.0, 1.0], [1.0, 1.0]];
+/// x.scatter_elements(&array![[1_i64, 1]], &array![[3.0, 0.5]], 1, reduction)?;
+/// assert_eq!(x, array![[1.0, 3.0], [1.0, 1.0]]);
+/// assert!("sum".parse::<Reduction>().is_err());
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum Reduction {
+    /// [`Replace`] (ONNX `"none"`).
+    #[default]
+    Replace,
+    /// [`Add`] (ONNX `"add"`).
+    Add,
+    /// [`Mul`] (ONNX `"mul"`).
+    Mul,
+    /// [`Min`] (ONNX `"min"`).
+    Min,
+    /// [`Max`] (ONNX `"max"`).
+    Max,
+}
+
+impl<A: Clone + PartialOrd + NumAssignOps + Send + Sync> Reducer<A> for Reduction {
+    #[inline(always)]
+    fn reduce(&self, slot: &mut A, update: &A) {
+        match self {
+            Reduction::Replace => Replace.reduce(slot, update),
+            Reduction::Add => Add.reduce(slot, update),
+            Reduction::Mul => Mul.reduce(slot, update),
+            Reduction::Min => Min.reduce(slot, update),
+            Reduction::Max => Max.reduce(slot, update),
+        }
+    }
+}
+
+/// A string that is not one of ONNX's reductions.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown reduction {0:?} (expected \"none\", \"add\", \"mul\", \"min\" or \"max\")")]
+pub struct ParseReductionError(pub String);
+
+impl FromStr for Reduction {
+    type Err = ParseReductionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "none" => Ok(Reduction::Replace),
+            "add" => Ok(Reduction::Add),
+            "mul" => Ok(Reduction::Mul),
+            "min" => Ok(Reduction::Min),
+            "max" => Ok(Reduction::Max),
+            _ => Err(ParseReductionError(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for Reduction {
+    /// ONNX's spelling, which [`FromStr`] reads back.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Reduction::Replace => "none",
+            Reduction::Add => "add",
+            Reduction::Mul => "mul",
+            Reduction::Min => "min",
+            Reduction::Max => "max",
+        })
+    }
+}

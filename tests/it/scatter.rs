@@ -1,0 +1,472 @@
+//! Scatter against a naive reference that applies the updates one at a time, in row-major
+//! order, at the positions the matching gather's naive reference reads: the references
+//! gather an array of *addresses* (each element its own row-major position), which says
+//! where every update goes without using the crate.
+
+use approx::assert_relative_eq;
+use ndarray::{Array, ArrayD, ArrayViewD, Axis, IxDyn, array};
+use ndarray_gather::prelude::*;
+use ndarray_gather::reduce::{Add, Max, Min, Mul, Replace};
+use proptest::prelude::*;
+
+use crate::layouts::{Held, Layout};
+use crate::props::{Problem, config, convert, problem};
+use crate::reference::{self, Fail, Mode};
+use crate::wrappers::{Case, Op, case};
+
+/// `base` (row-major) with `updates[o]` combined into `base[addr[o]]` one at a time.
+fn apply<A: Clone>(
+    base: &[A],
+    addr: &ArrayD<usize>,
+    updates: &ArrayViewD<A>,
+    f: impl Fn(&mut A, &A),
+) -> Vec<A> {
+    let mut out = base.to_vec();
+    assert_eq!(addr.shape(), updates.shape());
+    for (a, u) in addr.iter().zip(updates.iter()) {
+        f(&mut out[*a], u);
+    }
+    out
+}
+
+/// Where the matching gather of `c` reads, by the naive references, for a `self` of
+/// `c.input_shape`.
+fn addresses(c: &Case, xv: &ArrayViewD<i64>) -> Option<Result<ArrayD<usize>, Fail>> {
+    let n: usize = c.input_shape.iter().product();
+    let addr = ArrayD::from_shape_vec(IxDyn(&c.input_shape), (0..n).collect()).unwrap();
+    let av = addr.view();
+    Some(match c.op {
+        Op::Gather => reference::gather(&av, xv, c.axis, Mode::Raise),
+        Op::Elements => reference::elements(&av, xv, c.axis),
+        Op::AlongAxis => reference::along_axis(&av, xv, c.axis),
+        Op::Nd => reference::nd(&av, xv, c.batch_dims),
+        _ => return None,
+    })
+}
+
+/// One scatter case: `f64` elements, an order-sensitive `Add` (values with many
+/// significant bits) or `Replace`; any layout of self, indices and updates.
+fn check_case(c: &Case, add: bool, upd_layout: Layout) -> Result<(), TestCaseError> {
+    let len = c.input_shape.iter().product::<usize>().max(1);
+    let values: Vec<i64> = c.values.iter().map(|&v| convert(v, len.min(4))).collect();
+    let indices = Held::new(&c.indices_shape, c.indices_layout, |i| values[i]);
+    let xv = indices.view();
+    let Some(expected_addr) = addresses(c, &xv) else {
+        return Ok(());
+    };
+    let start = |i: usize| 1.0 + i as f64 / 3.0;
+    let self_layout = match c.input_layout {
+        Layout::Broadcast(_) => Layout::C,
+        l => l,
+    };
+    let mut held = Held::new(&c.input_shape, self_layout, start);
+    let mut dst = held.view_mut();
+    let base: Vec<f64> = dst.iter().copied().collect();
+    // Updates of the gather's output shape (or, on error, of some shape).
+    // (for an index error, that of in-range indices; shape errors come first anyway)
+    let zeros = ndarray::ArrayD::<i64>::zeros(IxDyn(&c.indices_shape));
+    let out_shape = match (&expected_addr, addresses(c, &zeros.view())) {
+        (Ok(a), _) => a.shape().to_vec(),
+        (Err(_), Some(Ok(a))) => a.shape().to_vec(),
+        _ => c.indices_shape.clone(),
+    };
+    let upd = Held::new(&out_shape, upd_layout, |i| {
+        0.1 + i as f64 * 1.0e-3 + (i % 7) as f64 / 7.0
+    });
+    let uv = upd.view();
+    let got = match (c.op, add) {
+        (Op::Gather, true) => dst.scatter(&xv, &uv, c.axis, Add),
+        (Op::Gather, false) => dst.scatter(&xv, &uv, c.axis, Replace),
+        (Op::Elements, true) => dst.scatter_elements(&xv, &uv, c.axis, Add),
+        (Op::Elements, false) => dst.scatter_elements(&xv, &uv, c.axis, Replace),
+        (Op::AlongAxis, true) => {
+            // take_along_axis is gather_multiaxis with axes [axis], counted from the end
+            // when negative; an axis out of range stays out of range.
+            let r = c.input_shape.len() as isize;
+            let axis = if (-r..r).contains(&c.axis) {
+                c.axis.rem_euclid(r)
+            } else {
+                r + 5
+            };
+            dst.scatter_multiaxis(&xv, &[axis as usize], &uv, Add)
+        }
+        (Op::AlongAxis, false) => dst.put_along_axis(&xv, &uv, c.axis),
+        (Op::Nd, true) => dst.scatter_nd(&xv, &uv, c.batch_dims, Add),
+        (Op::Nd, false) => dst.scatter_nd(&xv, &uv, c.batch_dims, Replace),
+        _ => unreachable!(),
+    };
+    let after: Vec<u64> = dst.iter().map(|v| v.to_bits()).collect();
+    match (&expected_addr, got) {
+        (Ok(addr), Ok(())) => {
+            let want = if add {
+                apply(&base, addr, &uv, |x, u| *x += u)
+            } else {
+                apply(&base, addr, &uv, |x, u| *x = *u)
+            };
+            let want: Vec<u64> = want.iter().map(|v| v.to_bits()).collect();
+            prop_assert_eq!(after, want, "{:?}", c);
+        }
+        (Err(e), Err(g)) => {
+            // An axis-multiaxis call reports an out-of-range axis as the gather does.
+            prop_assert_eq!(Fail::of(&g), *e, "{:?}: {}", c, g);
+            prop_assert!(g.to_string().starts_with("scatter") || g.to_string().starts_with("put_along_axis"));
+            let unchanged: Vec<u64> = base.iter().map(|v| v.to_bits()).collect();
+            prop_assert_eq!(after, unchanged, "self changed on an error");
+        }
+        (e, g) => prop_assert!(false, "{:?}: reference {:?}, scatter {:?}", c, e, g),
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Every scatter against the one-at-a-time reference, bit for bit.
+    #[test]
+    fn every_scatter_matches_the_one_at_a_time_reference(
+        c in case().prop_filter("a scatter exists", |c| matches!(c.op, Op::Gather | Op::Elements | Op::AlongAxis | Op::Nd)),
+        add in any::<bool>(),
+        upd_layout in crate::layouts::any_layout(),
+    ) {
+        check_case(&c, add, upd_layout)?;
+    }
+
+    /// `<gather(x), u> == <x, scatter_add(0, u)>`: scatter with `Add` is the adjoint of
+    /// `gather_multiaxis`, for random shapes, axes and layouts.
+    #[test]
+    fn scatter_add_is_the_adjoint_of_gather(p in problem()) {
+        adjoint(&p)?;
+    }
+}
+
+fn adjoint(p: &Problem) -> Result<(), TestCaseError> {
+    let k = p.axes.len().max(1);
+    let lens: Vec<usize> = p.axes.iter().map(|&a| p.input_shape[a]).collect();
+    let values: Vec<i64> = p
+        .values
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| convert(v, lens.get(i % k).copied().unwrap_or(1)))
+        .collect();
+    let indices = Held::new(&p.indices_shape, p.indices_layout, |i| values[i]);
+    let x = Held::new(&p.input_shape, p.input_layout, |i| ((i * 7919) % 13) as f64 - 6.5);
+    let Ok(gx) = x.view().gather_multiaxis(&indices.view(), &p.axes) else {
+        return Ok(());
+    };
+    let u = Held::new(gx.shape(), p.out_layout, |i| {
+        ((i * 104_729) % 11) as f64 * 0.25 - 1.0
+    });
+    let mut s = Held::new(&p.input_shape, Layout::Reversed, |_| 0.0);
+    s.view_mut()
+        .scatter_multiaxis(&indices.view(), &p.axes, &u.view(), Add)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let lhs: f64 = gx.iter().zip(u.view().iter()).map(|(a, b)| a * b).sum();
+    let rhs: f64 = x.view().iter().zip(s.view().iter()).map(|(a, b)| a * b).sum();
+    assert_relative_eq!(lhs, rhs, epsilon = 1e-9, max_relative = 1e-12);
+    Ok(())
+}
+
+#[test]
+fn scatter_after_gather_with_replace_restores_the_gathered_positions() {
+    // The seed's worked example, run backwards: gather, then scatter the result into a
+    // blank array; where indices repeat a position, both wrote the same value.
+    let input = Array::from_shape_vec((4, 2, 1, 2), (0..16).map(|v| v as f64).collect()).unwrap();
+    let idx = array![[[[0_i64, 1], [1, 0]], [[1, 1], [0, 0]], [[0, 0], [1, 1]]]];
+    let g = input.gather_multiaxis(&idx, &[1]).unwrap();
+    let mut back = Array::from_elem(input.raw_dim(), -1.0);
+    back.scatter_multiaxis(&idx, &[1], &g, Replace).unwrap();
+    for ((pos, &b), &a) in back.indexed_iter().zip(input.iter()) {
+        assert!(b == -1.0 || b == a, "{pos:?}: {b} vs {a}");
+    }
+    assert!(back.iter().filter(|&&b| b != -1.0).count() >= 12);
+}
+
+#[test]
+fn reducers_combine_duplicates_in_row_major_order() {
+    let idx = array![1_i64, 1, 0, 1];
+    let upd = array![2.0, -1.0, 5.0, 3.0];
+    let run = |r: Reduction| {
+        let mut a = array![1.0, 1.0];
+        a.scatter(&idx, &upd, 0, r).unwrap();
+        a
+    };
+    assert_eq!(run(Reduction::Replace), array![5.0, 3.0]); // the last one wins
+    assert_eq!(run(Reduction::Add), array![6.0, 5.0]);
+    assert_eq!(run(Reduction::Mul), array![5.0, -6.0]);
+    assert_eq!(run(Reduction::Min), array![1.0, -1.0]);
+    assert_eq!(run(Reduction::Max), array![5.0, 3.0]);
+    for (s, r) in [
+        ("none", Reduction::Replace),
+        ("add", Reduction::Add),
+        ("mul", Reduction::Mul),
+        ("min", Reduction::Min),
+        ("max", Reduction::Max),
+    ] {
+        assert_eq!(s.parse::<Reduction>(), Ok(r));
+        assert_eq!(r.to_string(), s);
+    }
+    assert!(
+        "sum"
+            .parse::<Reduction>()
+            .unwrap_err()
+            .to_string()
+            .contains("\"sum\"")
+    );
+    // Unit structs and closures agree with the run-time reductions.
+    let mut a = array![1.0, 1.0];
+    a.scatter(&idx, &upd, 0, Mul).unwrap();
+    assert_eq!(a, run(Reduction::Mul));
+    let mut a = array![1.0, 1.0];
+    a.scatter(&idx, &upd, 0, |x: &mut f64, u: &f64| *x = *x * 10.0 + u)
+        .unwrap();
+    assert_eq!(a, array![15.0, ((10.0 + 2.0) * 10.0 - 1.0) * 10.0 + 3.0]);
+}
+
+#[test]
+fn min_and_max_keep_ties_and_let_nan_win() {
+    let mut a = array![0.0_f64, 1.0, 1.0];
+    a.scatter(&array![0_i64, 1, 2], &array![-0.0, f64::NAN, 1.0], 0, Min)
+        .unwrap();
+    assert!(a[0].to_bits() == 0.0_f64.to_bits(), "a tie keeps the old value");
+    assert!(a[1].is_nan());
+    let mut a = array![-0.0_f64, 1.0];
+    a.scatter(&array![0_i64, 1, 1], &array![0.0, f64::NAN, 7.0], 0, Max)
+        .unwrap();
+    assert!(a[0].to_bits() == (-0.0_f64).to_bits());
+    assert!(a[1].is_nan(), "a NaN stays");
+    let mut i = array![3, 3];
+    i.scatter(&array![0_i64, 0, 1], &array![5, 2, 1], 0, Reduction::Min)
+        .unwrap();
+    assert_eq!(i, array![2, 1]);
+}
+
+#[test]
+fn broadcast_self_and_broadcast_updates() {
+    // self of size 1 on the second dimension, indices of 3: three updates per element.
+    let mut a = array![[0.0], [0.0]];
+    let idx = array![[1_i64, 0, 1]];
+    a.scatter_multiaxis(&idx, &[0], &array![[1.0, 2.0, 4.0]], Add)
+        .unwrap();
+    assert_eq!(a, array![[2.0], [5.0]]);
+    // A zero-stride scalar update: a histogram.
+    let mut h = Array::<f64, _>::zeros(4);
+    let ids = array![3_i64, 1, 3, 3, 0];
+    let one = ndarray::arr0(1.0);
+    h.scatter(&ids, &one.broadcast(5).unwrap(), 0, Add).unwrap();
+    assert_eq!(h, array![1.0, 1.0, 0.0, 3.0]);
+    // put_along_axis broadcasts its values (numpy).
+    let mut m = array![[1, 2, 3], [4, 5, 6]];
+    m.put_along_axis(&array![[0_i64], [2]], &ndarray::arr1(&[9]), 1)
+        .unwrap();
+    assert_eq!(m, array![[9, 2, 3], [4, 5, 9]]);
+    // scatter_elements uses the leading block of larger updates (torch).
+    let mut e = array![[0, 0, 0], [0, 0, 0]];
+    e.scatter_elements(&array![[2_i64, 0]], &array![[1, 2, 3], [4, 5, 6]], 1, Replace)
+        .unwrap();
+    assert_eq!(e, array![[2, 0, 1], [0, 0, 0]]);
+}
+
+type Call = Box<dyn Fn(&mut ndarray::Array2<f64>) -> Result<(), GatherError>>;
+
+/// Every error leaves `self` bit for bit unchanged, and names the scatter.
+#[test]
+fn every_error_leaves_self_unchanged() {
+    let sentinel = Array::from_shape_fn((3, 4), |(i, j)| (i * 4 + j) as f64 + 0.5);
+    let mut last_bad = Array::from_shape_fn((3, 4), |(i, j)| ((i + j) % 3) as i64);
+    last_bad[[2, 3]] = 3;
+    let cases: Vec<(&str, Call)> = vec![
+        (
+            "scatter: axis",
+            Box::new(|a| a.scatter(&array![0_i64], &array![[1.0, 1.0, 1.0, 1.0]], 2, Add)),
+        ),
+        (
+            "scatter: index",
+            Box::new(|a| a.scatter(&array![0_i64, 3], &Array::zeros((2, 4)), 0, Add)),
+        ),
+        (
+            "scatter: updates",
+            Box::new(|a| a.scatter(&array![0_i64, 1], &Array::zeros((2, 3)), 0, Add)),
+        ),
+        (
+            "scatter_elements: last index",
+            Box::new(move |a| a.scatter_elements(&last_bad, &Array::ones((3, 4)), 0, Add)),
+        ),
+        (
+            "scatter_elements: small updates",
+            Box::new(|a| a.scatter_elements(&array![[0_i64, 1]], &array![[1.0]], 1, Add)),
+        ),
+        (
+            "scatter_elements: rank",
+            Box::new(|a| a.scatter_elements(&array![0_i64], &array![1.0], 1, Add)),
+        ),
+        (
+            "scatter_nd: batch",
+            Box::new(|a| a.scatter_nd(&array![[0_i64, 1, 2]], &array![1.0], 0, Replace)),
+        ),
+        (
+            "scatter_nd: index",
+            Box::new(|a| a.scatter_nd(&array![[0_i64, 1], [2, -5]], &array![1.0, 2.0], 0, Replace)),
+        ),
+        (
+            "scatter_multiaxis: fold",
+            Box::new(|a| a.scatter_multiaxis(&array![[0_i64, 1, 2]], &[0, 1], &array![[1.0]], Add)),
+        ),
+        (
+            "scatter_multiaxis: broadcast",
+            Box::new(|a| {
+                a.scatter_multiaxis(
+                    &Array::zeros((2, 2)).mapv(|v: f64| v as i64),
+                    &[0],
+                    &Array::zeros((2, 2)),
+                    Add,
+                )
+            }),
+        ),
+        (
+            "put_along_axis: values",
+            Box::new(|a| a.put_along_axis(&array![[0_i64], [1], [2]], &array![1.0, 2.0], 1)),
+        ),
+        (
+            "put_along_axis: index",
+            Box::new(|a| a.put_along_axis(&array![[0_i64], [1], [4]], &ndarray::arr0(1.0), 1)),
+        ),
+    ];
+    for (name, call) in &cases {
+        let mut a = sentinel.clone();
+        let e = call(&mut a).expect_err(name);
+        let method = name.split(':').next().unwrap();
+        assert!(e.to_string().starts_with(&format!("{method}: ")), "{name}: {e}");
+        assert_eq!(
+            a.mapv(f64::to_bits),
+            sentinel.mapv(f64::to_bits),
+            "{name} changed self"
+        );
+        match *name {
+            n if n.ends_with("index") => {
+                assert!(matches!(e, GatherError::IndexOutOfBounds { .. }), "{n}: {e:?}")
+            }
+            n if n.contains("updates") || n.contains("values") => {
+                assert!(matches!(e, GatherError::UpdatesShape { .. }), "{n}: {e:?}")
+            }
+            _ => {}
+        }
+    }
+    let e = cases[3].1(&mut sentinel.clone()).unwrap_err();
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: 3, ref position, axis: 0, axis_len: 3, .. } if position == &vec![2, 3]),
+        "{e:?}"
+    );
+}
+
+#[cfg(feature = "rayon")]
+fn both<T: PartialEq + std::fmt::Debug + Send>(f: impl Fn() -> T + Sync) -> T {
+    let serial = crate::parallel::pool(1).install(&f);
+    let parallel = crate::parallel::pool(3).install(&f);
+    assert_eq!(serial, parallel);
+    serial
+}
+
+#[cfg(not(feature = "rayon"))]
+fn both<T>(f: impl Fn() -> T) -> T {
+    f()
+}
+
+/// Large enough for the parallel path (under Miri too, where the threshold is tiny): the
+/// same bits on 1 and 3 threads, and those of a plain sequential loop.
+#[test]
+fn parallel_scatters_give_the_sequential_bits() {
+    let n = if cfg!(miri) { 300 } else { 600_000 };
+    let bins = if cfg!(miri) { 7 } else { 1000 };
+    let ids = Array::from_shape_fn(n, |i| ((i * 7919 + i / 3) % bins) as i64);
+    let upd = Array::from_shape_fn(n, |i| 1.0 / (1.0 + (i % 97) as f64));
+    // Histogram-style: heavy duplicates into a small self.
+    let got = both(|| {
+        let mut h = Array::<f64, _>::zeros(bins);
+        h.scatter(&ids, &upd, 0, Add).unwrap();
+        h.mapv(f64::to_bits)
+    });
+    let mut want = vec![0.0_f64; bins];
+    for (&i, &u) in ids.iter().zip(upd.iter()) {
+        want[i as usize] += u;
+    }
+    assert_eq!(got.to_vec(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
+    // Rows (embedding gradient) into a reversed destination, and elements along axis 1.
+    let rows = if cfg!(miri) { 6 } else { 2000 };
+    let width = 16;
+    let r_ids = Array::from_shape_fn(rows, |i| ((i * 31) % (rows / 2)) as i64);
+    let r_upd = Array::from_shape_fn((rows, width), |(i, j)| (i * width + j) as f32 * 0.37);
+    let got = both(|| {
+        let mut t = Array::<f32, _>::zeros((rows / 2, width));
+        t.invert_axis(Axis(0));
+        t.scatter(&r_ids, &r_upd, 0, Add).unwrap();
+        let mut e = Array::<f32, _>::ones((rows, width));
+        let e_idx = Array::from_shape_fn((rows, width), |(i, j)| ((i + 3 * j) % width) as i64);
+        e.scatter_elements(&e_idx, &r_upd, 1, Max).unwrap();
+        (t.mapv(f32::to_bits), e.mapv(f32::to_bits))
+    });
+    let mut want = Array::<f32, _>::zeros((rows / 2, width));
+    for (i, &r) in r_ids.iter().enumerate() {
+        for j in 0..width {
+            want[[r as usize, j]] += r_upd[[i, j]];
+        }
+    }
+    assert_eq!(got.0, want.mapv(f32::to_bits));
+    let mut want = Array::<f32, _>::ones((rows, width));
+    for ((i, j), &u) in r_upd.indexed_iter() {
+        let c = (i + 3 * j) % width;
+        if u > want[[i, c]] {
+            want[[i, c]] = u;
+        }
+    }
+    assert_eq!(got.1, want.mapv(f32::to_bits));
+}
+
+/// A reducer that panics midway leaves every element valid, drops nothing twice and
+/// leaks nothing, serially and in parallel.
+#[test]
+fn a_panicking_reducer_leaves_valid_values() {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let n = if cfg!(miri) { 40 } else { 400_000 };
+    let calls = AtomicUsize::new(0);
+    for threads in [1, 3] {
+        let mut a: ArrayD<String> = ArrayD::from_elem(IxDyn(&[64]), String::from("x"));
+        let ids = Array::from_shape_fn(n, |i| (i % 64) as i64);
+        let upd = Array::from_shape_fn(n, |i| format!("{i}"));
+        calls.store(0, Ordering::SeqCst);
+        let reducer = |x: &mut String, u: &String| {
+            if calls.fetch_add(1, Ordering::SeqCst) == n / 2 {
+                panic!("reducer panics");
+            }
+            x.clone_from(u);
+        };
+        let run = || catch_unwind(AssertUnwindSafe(|| a.scatter(&ids, &upd, 0, reducer)));
+        #[cfg(feature = "rayon")]
+        let r = crate::parallel::pool(threads).install(run);
+        #[cfg(not(feature = "rayon"))]
+        let r = run();
+        assert!(r.is_err(), "{threads} threads: no panic");
+        // Every element is the old string or some update (dropping `a` then checks for
+        // double drops, and Miri for leaks).
+        assert!(
+            a.iter()
+                .all(|s| s == "x" || s.parse::<usize>().is_ok_and(|v| v < n))
+        );
+    }
+}
+
+#[test]
+fn empty_scatters_read_no_index() {
+    let mut a = array![[1.0, 2.0]];
+    // A zero-size update set: no index is read, so an out-of-range one is fine (as for
+    // the gathers).
+    a.scatter(
+        &Array::<i64, _>::from_elem((0, 3), 99),
+        &Array::zeros((0, 3, 2)),
+        0,
+        Add,
+    )
+    .unwrap();
+    assert_eq!(a, array![[1.0, 2.0]]);
+    let _ = (Mode::Raise, Layout::C);
+}
