@@ -440,11 +440,15 @@ fn a_panicking_reducer_leaves_valid_values() {
             }
             x.clone_from(u);
         };
-        let run = || catch_unwind(AssertUnwindSafe(|| a.scatter(&ids, &upd, 0, reducer)));
+        let run =
+            |a: &mut ArrayD<String>| catch_unwind(AssertUnwindSafe(|| a.scatter(&ids, &upd, 0, reducer)));
         #[cfg(feature = "rayon")]
-        let r = crate::parallel::pool(threads).install(run);
+        let r = crate::parallel::pool(threads).install(|| run(&mut a));
         #[cfg(not(feature = "rayon"))]
-        let r = run();
+        let r = {
+            let _ = threads;
+            run(&mut a)
+        };
         assert!(r.is_err(), "{threads} threads: no panic");
         // Every element is the old string or some update (dropping `a` then checks for
         // double drops, and Miri for leaks).
