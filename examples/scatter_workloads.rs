@@ -13,18 +13,9 @@ use ndarray::{Array, ArrayD, Dimension, IxDyn, arr0};
 use ndarray_gather::prelude::*;
 use ndarray_gather::reduce::{Add, Replace};
 
-/// Deterministic uniform indices in `0..n` (the gather workloads' generator).
-fn indices(count: usize, n: usize, seed: u64) -> Vec<i64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..count)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % n as u64) as i64
-        })
-        .collect()
-}
+#[path = "../benches/workloads.rs"]
+mod workloads;
+use workloads::indices;
 
 fn ids(shape: &[usize], n: usize, seed: u64) -> ArrayD<i64> {
     ArrayD::from_shape_vec(IxDyn(shape), indices(shape.iter().product(), n, seed)).unwrap()

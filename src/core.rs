@@ -9,7 +9,7 @@ use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn, RawData
 use crate::error::{GatherError, internal};
 use crate::index::{Clip, GatherIndex, IndexMode, Raise, Wrap, resolve};
 use crate::kernel::{BadIndex, ScatterTask, Store, Task};
-use crate::plan::{Layout, Plan, unravel};
+use crate::plan::{Layout, Loop, Plan, unravel};
 use crate::reduce::Reducer;
 use crate::small::Small;
 
@@ -165,21 +165,9 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
         let loops = plan.loops(&c_strides(&plan.out_shape));
         let mut buf: Vec<A> = Vec::with_capacity(plan.out_len);
         advise_huge_pages(&mut buf);
-        // SAFETY: the plan was made from these views; `buf` is fresh C-contiguous storage
-        // of `out_len` elements, walked with C strides.
-        let task = unsafe {
-            Task::new(
-                &loops,
-                &plan.axes,
-                &self.input,
-                &self.indices,
-                buf.as_mut_ptr(),
-                Store::Init,
-            )
-        };
-        if self.run(&task).is_err() {
-            return Err(self.index_error(&plan));
-        }
+        // SAFETY: `buf` is fresh C-contiguous storage of `out_len` elements, walked with
+        // C strides.
+        unsafe { self.execute(&plan, &loops, buf.as_mut_ptr(), Store::Init)? };
         // SAFETY: the kernel returned Ok, so it initialized all `out_len` elements (every
         // output position is written exactly once).
         unsafe { buf.set_len(plan.out_len) };
@@ -205,27 +193,31 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
         }
         let mut out = self.lower_output(out);
         let loops = plan.loops(out.strides());
-        // SAFETY: the plan was made from these views; `out` has the plan's output shape
-        // (checked above) and is an exclusive borrow, so it aliases nothing.
-        let task = unsafe {
-            Task::new(
-                &loops,
-                &plan.axes,
-                &self.input,
-                &self.indices,
-                out.as_mut_ptr(),
-                Store::Assign,
-            )
-        };
-        self.run(&task).map_err(|BadIndex| self.index_error(&plan))
+        // SAFETY: `out` has the plan's output shape (checked above) and is an exclusive
+        // borrow, so it aliases nothing.
+        unsafe { self.execute(&plan, &loops, out.as_mut_ptr(), Store::Assign) }
     }
 
-    fn run(&self, task: &Task<'_, A, I>) -> Result<(), BadIndex> {
-        match self.mode {
+    /// Runs the gather of `plan` (made from this call's views) over `loops` into `out`;
+    /// an out-of-range index becomes its error.
+    ///
+    /// # Safety
+    /// `out` is valid for the contract of [`Task::new`] with these loops and `store`.
+    unsafe fn execute(
+        &self,
+        plan: &Plan,
+        loops: &[Loop],
+        out: *mut A,
+        store: Store,
+    ) -> Result<(), GatherError> {
+        // SAFETY: the plan was made from these views; `out` by this function's contract.
+        let task = unsafe { Task::new(loops, &plan.axes, &self.input, &self.indices, out, store) };
+        let ran = match self.mode {
             IndexMode::Raise => task.run::<Raise>(),
             IndexMode::Wrap => task.run::<Wrap>(),
             IndexMode::Clip => task.run::<Clip>(),
-        }
+        };
+        ran.map_err(|BadIndex| self.index_error(plan))
     }
 }
 

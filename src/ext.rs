@@ -7,7 +7,8 @@ use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode};
 use crate::lower;
 
-mod private {
+/// The seal of the extension traits: only ndarray's arrays implement them.
+pub(crate) mod private {
     pub trait Sealed {}
     impl<A, D> Sealed for ndarray::ArrayRef<A, D> {}
     impl<S: ndarray::RawData, D> Sealed for ndarray::ArrayBase<S, D> {}

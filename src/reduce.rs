@@ -202,7 +202,15 @@ impl<A: Clone + PartialOrd + NumAssignOps + Send + Sync> Reducer<A> for Reductio
     }
 }
 
-/// A string that is not one of ONNX's reductions.
+/// A string that is not one of ONNX's reductions (from `str::parse::<Reduction>`).
+///
+/// ```
+/// use ndarray_gather::{Reduction, reduce::ParseReductionError};
+///
+/// let e = "sum".parse::<Reduction>().unwrap_err();
+/// assert_eq!(e, ParseReductionError("sum".to_string()));
+/// assert_eq!(e.to_string(), r#"unknown reduction "sum" (expected "none", "add", "mul", "min" or "max")"#);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown reduction {0:?} (expected \"none\", \"add\", \"mul\", \"min\" or \"max\")")]
 pub struct ParseReductionError(pub String);

@@ -4,16 +4,11 @@ use ndarray::{ArrayBase, ArrayRef, DataMut, Dimension};
 
 use crate::core::{Call, Fit};
 use crate::error::GatherError;
+use crate::ext::private;
 use crate::index::{GatherIndex, IndexMode};
 use crate::lower;
 use crate::reduce::{Reducer, Replace};
 use crate::small::Small;
-
-mod private {
-    pub trait Sealed {}
-    impl<A, D> Sealed for ndarray::ArrayRef<A, D> {}
-    impl<S: ndarray::RawData, D> Sealed for ndarray::ArrayBase<S, D> {}
-}
 
 /// Scatter methods for every mutable ndarray array and view: each writes `updates` into
 /// `self` in place, at the positions the matching gather with the same indices would

@@ -45,7 +45,7 @@ pub(crate) use self::elements::Isa;
 pub(crate) use self::scatter::ScatterTask;
 use self::schedule::Ranges;
 use self::store::{InitGuard, store};
-use self::walk::{At, Visit, walk};
+use self::walk::{At, Visit, positions, split_innermost, walk};
 use crate::index::{GatherIndex, Resolve};
 use crate::plan::{AxisTerm, Loop};
 
@@ -169,16 +169,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         out: *mut A,
         store: Store,
     ) -> Self {
-        let (lane, outer) = match loops.split_last() {
-            Some((lane, outer)) => (*lane, outer),
-            None => (
-                Loop {
-                    len: 1,
-                    ..Loop::default()
-                },
-                &[][..],
-            ),
-        };
+        let (lane, outer) = split_innermost(loops);
         debug_check_reach(
             loops,
             axes,
@@ -202,11 +193,6 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         }
     }
 
-    /// Number of output elements.
-    fn len(&self) -> usize {
-        self.outer.iter().map(|l| l.len).product::<usize>() * self.lane.len
-    }
-
     /// Whether lanes are blocks: one coordinate each (the indices do not advance).
     fn blocks(&self) -> bool {
         self.lane.idx == 0 && !self.axes.is_empty()
@@ -214,7 +200,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
 
     /// Runs the whole gather, serially or in parallel.
     pub fn run<R: Resolve>(&self) -> Result<(), BadIndex> {
-        let total = self.len();
+        let total = positions(self.outer, &self.lane);
         if total == 0 {
             return Ok(());
         }
@@ -392,7 +378,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
         // (0 for a bad one, which is reported).
         unsafe {
             let out = t.out.offset(at.out);
-            if t.blocks() || t.axes.is_empty() {
+            if l.idx == 0 || t.axes.is_empty() {
                 // A block: one coordinate for the whole run.
                 let (g, ok) = t.locate::<R>(t.axes, at.idx);
                 if !ok {

@@ -16,7 +16,7 @@
 use ndarray::{ArrayViewD, ArrayViewMutD};
 
 use super::schedule::{self, Ranges};
-use super::walk::{At, Visit, walk};
+use super::walk::{At, Visit, positions, split_innermost, walk};
 use super::{BadIndex, debug_check_reach, locate, span};
 use crate::index::{GatherIndex, Raise};
 use crate::plan::{AxisTerm, Loop};
@@ -70,16 +70,7 @@ impl<'a, A: Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
             (dst.shape(), dst.strides()),
             (indices.shape(), indices.strides()),
         );
-        let (lane, outer) = match loops.split_last() {
-            Some((lane, outer)) => (*lane, outer),
-            None => (
-                Loop {
-                    len: 1,
-                    ..Loop::default()
-                },
-                &[][..],
-            ),
-        };
+        let (lane, outer) = split_innermost(loops);
         let mut lane_reach = span(&[lane.len], &[lane.inp]).unwrap_or((0, 0));
         for t in axes {
             let r = (t.len as isize).saturating_sub(1) * t.stride;
@@ -97,14 +88,9 @@ impl<'a, A: Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         }
     }
 
-    /// Number of positions (updates).
-    fn len(&self) -> usize {
-        self.outer.iter().map(|l| l.len).product::<usize>() * self.lane.len
-    }
-
     /// Checks every index the scatter will read; `Err` if one is out of range. Reads only.
     pub fn check(&self) -> Result<(), BadIndex> {
-        let total = self.len();
+        let total = positions(self.outer, &self.lane);
         if total == 0 || self.axes.is_empty() {
             return Ok(());
         }
@@ -130,7 +116,7 @@ impl<'a, A: Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
     /// per element. Only after [`ScatterTask::check`] returned `Ok`. A panicking reducer
     /// leaves every element valid and propagates once the other threads have stopped.
     pub fn run<R: Reducer<A>>(&self, reducer: R) {
-        let total = self.len();
+        let total = positions(self.outer, &self.lane);
         if total == 0 {
             return;
         }

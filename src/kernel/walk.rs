@@ -30,6 +30,25 @@ impl At {
     }
 }
 
+/// `loops` split into the innermost one and those around it; a unit loop for none.
+pub(crate) fn split_innermost(loops: &[Loop]) -> (Loop, &[Loop]) {
+    match loops.split_last() {
+        Some((inner, outer)) => (*inner, outer),
+        None => (
+            Loop {
+                len: 1,
+                ..Loop::default()
+            },
+            &[][..],
+        ),
+    }
+}
+
+/// The number of positions of `outer` loops around a `lane`.
+pub(crate) fn positions(outer: &[Loop], lane: &Loop) -> usize {
+    outer.iter().map(|l| l.len).product::<usize>() * lane.len
+}
+
 /// What a walk does with the lanes it visits.
 pub(crate) trait Visit {
     /// `count` whole lanes along `row`, the first at `at` (only when the walk was asked
@@ -60,16 +79,7 @@ pub(crate) unsafe fn walk<V: Visit>(
     end: usize,
     v: &mut V,
 ) -> Result<(), BadIndex> {
-    let (row, upper) = match outer.split_last() {
-        Some((row, upper)) => (*row, upper),
-        None => (
-            Loop {
-                len: 1,
-                ..Loop::default()
-            },
-            &[][..],
-        ),
-    };
+    let (row, upper) = split_innermost(outer);
     // Start at the lane holding `start`.
     let lane_no = start / lane_len;
     let mut first = start % lane_len;

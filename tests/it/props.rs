@@ -37,6 +37,22 @@ pub struct Problem {
     pub elem: u8,
 }
 
+impl Problem {
+    /// The problem's indices as `I`, in its indices layout (each coordinate component
+    /// converted for the length of its own axis).
+    pub fn indices<I: TryFrom<i64> + TryFrom<u64> + Copy>(&self) -> Held<I> {
+        let k = self.axes.len().max(1);
+        let lens: Vec<usize> = self.axes.iter().map(|&a| self.input_shape[a]).collect();
+        let values: Vec<I> = self
+            .values
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| convert(v, lens.get(i % k).copied().unwrap_or(1)))
+            .collect();
+        Held::new(&self.indices_shape, self.indices_layout, |i| values[i])
+    }
+}
+
 /// Index values for an axis of `len`: in range, negative ones included, and with
 /// `bad` an out-of-range one somewhere.
 pub fn index_values(lens: &[usize], count: usize, seeds: &[u64], bad: Option<u64>) -> Vec<i64> {
@@ -187,15 +203,7 @@ where
     I: GatherIndex + TryFrom<i64> + TryFrom<u64> + TryInto<i128>,
 {
     let input = Held::new(&p.input_shape, p.input_layout, A::of);
-    let k = p.axes.len().max(1);
-    let lens: Vec<usize> = p.axes.iter().map(|&a| p.input_shape[a]).collect();
-    let values: Vec<I> = p
-        .values
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| convert(v, lens.get(i % k).copied().unwrap_or(1)))
-        .collect();
-    let indices = Held::new(&p.indices_shape, p.indices_layout, |i| values[i]);
+    let indices = p.indices::<I>();
     // Broadcast layouts repeat some values: take the indices as the view shows them.
     let (iv, xv) = (input.view(), indices.view());
     let expected = reference::multiaxis(&iv, &xv, &p.axes);
