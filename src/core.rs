@@ -132,21 +132,33 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
     /// The error for the first (row-major) out-of-range index, if any. Only the indices of
     /// a non-empty output are read.
     pub fn first_bad_index(&self, plan: &Plan) -> Option<GatherError> {
+        self.resolve_each(plan, |_| ()).err()
+    }
+
+    /// Resolves every index value in row-major order, passing each position to `each`,
+    /// or returns the error for the first out-of-range one. Stops early, with `Ok`, when
+    /// the plan has no axes (the values are never read).
+    pub fn resolve_each(&self, plan: &Plan, mut each: impl FnMut(usize)) -> Result<(), GatherError> {
         let k = plan.axes.len().max(1);
         let last = self.indices.shape().last().copied().unwrap_or(1).max(1);
         for (flat, v) in self.indices.iter().enumerate() {
-            let term = plan.axes.get((flat % last) % k)?;
-            if resolve(*v, term.len, self.mode).is_none() {
-                return Some(GatherError::IndexOutOfBounds {
-                    op: self.op,
-                    index: v.to_i128(),
-                    position: unravel(flat, &self.caller.indices),
-                    axis: term.axis,
-                    axis_len: term.len,
-                });
+            let Some(term) = plan.axes.get((flat % last) % k) else {
+                return Ok(());
+            };
+            match resolve(*v, term.len, self.mode) {
+                Some(i) => each(i),
+                None => {
+                    return Err(GatherError::IndexOutOfBounds {
+                        op: self.op,
+                        index: v.to_i128(),
+                        position: unravel(flat, &self.caller.indices),
+                        axis: term.axis,
+                        axis_len: term.len,
+                    });
+                }
             }
         }
-        None
+        Ok(())
     }
 
     /// The error for the bad index the kernel reported.

@@ -148,6 +148,18 @@ pub enum GatherError {
         found: Vec<usize>,
     },
 
+    /// The input of a [`GatherPlan`](crate::GatherPlan)'s `apply` does not have the shape
+    /// the plan was made for.
+    #[error("{op}: the input has shape {found:?}, but the plan was made for input shape {expected:?}")]
+    InputShape {
+        /// The method that was called.
+        op: &'static str,
+        /// The plan's input shape.
+        expected: Vec<usize>,
+        /// The input's shape.
+        found: Vec<usize>,
+    },
+
     /// The output would have more elements (or bytes) than memory can address.
     #[error("{op}: the output shape {shape:?} has more elements than fit in memory")]
     SizeOverflow {

@@ -5,7 +5,8 @@ use ndarray::{Array, ArrayBase, ArrayD, ArrayRef, Data, Dimension};
 use crate::core::Call;
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode};
-use crate::lower;
+use crate::lower::{self, Lowering};
+use crate::small::Small;
 
 /// The seal of the extension traits: only ndarray's arrays implement them.
 pub(crate) mod private {
@@ -349,8 +350,8 @@ where
         axes: &[usize],
     ) -> Result<Array<A, D>, GatherError> {
         const OP: &str = "gather_multiaxis";
-        let call = Call::multiaxis(OP, self.view().into_dyn(), indices.view().into_dyn(), axes);
-        into_dim(OP, call.alloc()?)
+        let lowering = Lowering::Multiaxis(Small::from(axes));
+        into_dim(OP, alloc(self, indices, OP, &lowering, IndexMode::Raise)?)
     }
 
     fn gather_multiaxis_into<I: GatherIndex, E: Dimension>(
@@ -373,8 +374,8 @@ where
         indices: &ArrayRef<I, E>,
         axis: isize,
     ) -> Result<ArrayD<A>, GatherError> {
-        let views = (self.view().into_dyn(), indices.view().into_dyn());
-        lower::batched("gather", self.shape(), views, axis, 0, IndexMode::Raise)?.alloc()
+        let lowering = Lowering::Batched { axis, batch_dims: 0 };
+        alloc(self, indices, "gather", &lowering, IndexMode::Raise)
     }
 
     fn gather_elements<I: GatherIndex, E: Dimension>(
@@ -383,8 +384,10 @@ where
         axis: isize,
     ) -> Result<Array<A, D>, GatherError> {
         const OP: &str = "gather_elements";
-        let views = (self.view().into_dyn(), indices.view().into_dyn());
-        into_dim(OP, lower::elements(OP, views, axis)?.alloc()?)
+        into_dim(
+            OP,
+            alloc(self, indices, OP, &Lowering::Elements(axis), IndexMode::Raise)?,
+        )
     }
 
     fn gather_nd<I: GatherIndex, E: Dimension>(
@@ -392,9 +395,13 @@ where
         indices: &ArrayRef<I, E>,
         batch_dims: usize,
     ) -> Result<ArrayD<A>, GatherError> {
-        let zero = [I::ZERO];
-        let views = (self.view().into_dyn(), indices.view().into_dyn());
-        lower::nd("gather_nd", views, batch_dims, &zero)?.alloc()
+        alloc(
+            self,
+            indices,
+            "gather_nd",
+            &Lowering::Nd(batch_dims),
+            IndexMode::Raise,
+        )
     }
 
     fn gather_batched<I: GatherIndex, E: Dimension>(
@@ -403,16 +410,8 @@ where
         axis: isize,
         batch_dims: usize,
     ) -> Result<ArrayD<A>, GatherError> {
-        let views = (self.view().into_dyn(), indices.view().into_dyn());
-        lower::batched(
-            "gather_batched",
-            self.shape(),
-            views,
-            axis,
-            batch_dims,
-            IndexMode::Raise,
-        )?
-        .alloc()
+        let lowering = Lowering::Batched { axis, batch_dims };
+        alloc(self, indices, "gather_batched", &lowering, IndexMode::Raise)
     }
 
     fn take<I: GatherIndex, E: Dimension>(
@@ -421,18 +420,11 @@ where
         axis: Option<isize>,
         mode: IndexMode,
     ) -> Result<ArrayD<A>, GatherError> {
-        const OP: &str = "take";
-        let indices = indices.view().into_dyn();
-        match axis {
-            Some(axis) => {
-                lower::batched(OP, self.shape(), (self.view().into_dyn(), indices), axis, 0, mode)?.alloc()
-            }
-            None => {
-                let dynamic = self.view().into_dyn();
-                let flat = lower::flat_view(&dynamic);
-                lower::batched(OP, self.shape(), (flat.view(), indices), 0, 0, mode)?.alloc()
-            }
-        }
+        let lowering = match axis {
+            Some(axis) => Lowering::Batched { axis, batch_dims: 0 },
+            None => Lowering::Flat,
+        };
+        alloc(self, indices, "take", &lowering, mode)
     }
 
     fn take_along_axis<I: GatherIndex, E: Dimension>(
@@ -441,9 +433,23 @@ where
         axis: isize,
     ) -> Result<Array<A, D>, GatherError> {
         const OP: &str = "take_along_axis";
-        let views = (self.view().into_dyn(), indices.view().into_dyn());
-        into_dim(OP, lower::along_axis(OP, views, axis)?.alloc()?)
+        into_dim(
+            OP,
+            alloc(self, indices, OP, &Lowering::AlongAxis(axis), IndexMode::Raise)?,
+        )
     }
+}
+
+/// An allocating gather: `lowering` of `input` and `indices`.
+fn alloc<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(
+    input: &ArrayRef<A, D>,
+    indices: &ArrayRef<I, E>,
+    op: &'static str,
+    lowering: &Lowering,
+    mode: IndexMode,
+) -> Result<ArrayD<A>, GatherError> {
+    let views = (input.view().into_dyn(), indices.view().into_dyn());
+    lower::with_call(op, lowering, views, mode, |call| call.alloc())
 }
 
 /// Forwards to the [`ArrayRef`] implementation, so that `T: GatherExt<A, D>` bounds accept

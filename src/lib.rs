@@ -74,6 +74,7 @@ mod kernel;
 mod lower;
 mod plan;
 pub mod prelude;
+mod prepared;
 pub mod reduce;
 mod scatter;
 mod small;
@@ -81,6 +82,7 @@ mod small;
 pub use error::GatherError;
 pub use ext::GatherExt;
 pub use index::{GatherIndex, IndexMode};
+pub use prepared::GatherPlan;
 pub use reduce::{Reducer, Reduction};
 pub use scatter::ScatterExt;
 

@@ -11,6 +11,68 @@ use ndarray::{ArrayBase, ArrayViewD, Axis, IxDyn, RawData, ShapeBuilder, Slice};
 use crate::core::{Call, Shapes};
 use crate::error::{GatherError, axis_range};
 use crate::index::{GatherIndex, IndexMode};
+use crate::small::Small;
+
+/// Which method a call lowers, with its arguments: the one dispatch shared by the gather
+/// methods, the scatters and the prepared gathers ([`GatherPlan`](crate::GatherPlan)).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Lowering {
+    Multiaxis(Small<usize>),
+    Batched {
+        axis: isize,
+        batch_dims: usize,
+    },
+    Elements(isize),
+    Nd(usize),
+    /// `take` with no axis: the input passed to [`Lowering::call`] is the caller's
+    /// flattened ([`flat_view`]).
+    Flat,
+    AlongAxis(isize),
+}
+
+impl Lowering {
+    /// The core call for `input` (whose caller's shape is `caller_input`) and `indices`;
+    /// `zero` stands in for the indices of a `gather_nd` with no coordinates.
+    pub fn call<'a, S: RawData, I: GatherIndex>(
+        &self,
+        op: &'static str,
+        caller_input: &[usize],
+        views: (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
+        zero: &'a [I; 1],
+        mode: IndexMode,
+    ) -> Result<Call<'a, S, I>, GatherError> {
+        match *self {
+            Lowering::Multiaxis(ref axes) => Ok(Call::multiaxis(op, views.0, views.1, axes)),
+            Lowering::Batched { axis, batch_dims } => {
+                batched(op, caller_input, views, axis, batch_dims, mode)
+            }
+            Lowering::Elements(axis) => elements(op, views, axis),
+            Lowering::Nd(batch_dims) => nd(op, views, batch_dims, zero),
+            Lowering::Flat => batched(op, caller_input, views, 0, 0, mode),
+            Lowering::AlongAxis(axis) => along_axis(op, views, axis),
+        }
+    }
+}
+
+/// Lowers a gather of `input` (the caller's view) and runs `run` on the call: the one
+/// path of every allocating method and of the prepared gathers.
+pub(crate) fn with_call<A: Clone, I: GatherIndex, T>(
+    op: &'static str,
+    lowering: &Lowering,
+    (input, indices): (ArrayViewD<'_, A>, ArrayViewD<'_, I>),
+    mode: IndexMode,
+    run: impl for<'x> FnOnce(Call<'x, ndarray::ViewRepr<&'x A>, I>) -> Result<T, GatherError>,
+) -> Result<T, GatherError> {
+    let zero = [I::ZERO];
+    let flat;
+    let lowered = if *lowering == Lowering::Flat {
+        flat = flat_view(&input);
+        flat.view()
+    } else {
+        input.view()
+    };
+    run(lowering.call(op, input.shape(), (lowered, indices), &zero, mode)?)
+}
 
 /// `axis` counted from the end when negative, checked against `ndim`.
 pub(crate) fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Result<usize, GatherError> {

@@ -1,4 +1,6 @@
 //! Everything a caller needs in one import: `use ndarray_gather::prelude::*;`.
 
 #[doc(no_inline)]
-pub use crate::{GatherError, GatherExt, GatherIndex, IndexMode, Reducer, Reduction, ScatterExt, reduce};
+pub use crate::{
+    GatherError, GatherExt, GatherIndex, GatherPlan, IndexMode, Reducer, Reduction, ScatterExt, reduce,
+};

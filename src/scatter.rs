@@ -2,11 +2,11 @@
 
 use ndarray::{ArrayBase, ArrayRef, DataMut, Dimension};
 
-use crate::core::{Call, Fit};
+use crate::core::Fit;
 use crate::error::GatherError;
 use crate::ext::private;
 use crate::index::{GatherIndex, IndexMode};
-use crate::lower;
+use crate::lower::Lowering;
 use crate::reduce::{Reducer, Replace};
 use crate::small::Small;
 
@@ -223,13 +223,14 @@ where
         updates: &ArrayRef<A, E2>,
         reducer: R,
     ) -> Result<(), GatherError> {
-        let call = Call::multiaxis(
-            "scatter_multiaxis",
-            self.view_mut().into_dyn(),
-            indices.view().into_dyn(),
-            axes,
-        );
-        call.scatter(updates.view().into_dyn(), Fit::Exact, reducer)
+        let lowering = Lowering::Multiaxis(Small::from(axes));
+        scatter_with(
+            self,
+            indices,
+            updates,
+            ("scatter_multiaxis", lowering, Fit::Exact),
+            reducer,
+        )
     }
 
     fn scatter<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
@@ -239,13 +240,8 @@ where
         axis: isize,
         reducer: R,
     ) -> Result<(), GatherError> {
-        let shape = Small::from(self.shape());
-        let views = (self.view_mut().into_dyn(), indices.view().into_dyn());
-        lower::batched("scatter", &shape, views, axis, 0, IndexMode::Raise)?.scatter(
-            updates.view().into_dyn(),
-            Fit::Exact,
-            reducer,
-        )
+        let lowering = Lowering::Batched { axis, batch_dims: 0 };
+        scatter_with(self, indices, updates, ("scatter", lowering, Fit::Exact), reducer)
     }
 
     fn scatter_elements<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
@@ -255,12 +251,8 @@ where
         axis: isize,
         reducer: R,
     ) -> Result<(), GatherError> {
-        let views = (self.view_mut().into_dyn(), indices.view().into_dyn());
-        lower::elements("scatter_elements", views, axis)?.scatter(
-            updates.view().into_dyn(),
-            Fit::Leading,
-            reducer,
-        )
+        let how = ("scatter_elements", Lowering::Elements(axis), Fit::Leading);
+        scatter_with(self, indices, updates, how, reducer)
     }
 
     fn scatter_nd<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
@@ -270,13 +262,8 @@ where
         batch_dims: usize,
         reducer: R,
     ) -> Result<(), GatherError> {
-        let zero = [I::ZERO];
-        let views = (self.view_mut().into_dyn(), indices.view().into_dyn());
-        lower::nd("scatter_nd", views, batch_dims, &zero)?.scatter(
-            updates.view().into_dyn(),
-            Fit::Exact,
-            reducer,
-        )
+        let how = ("scatter_nd", Lowering::Nd(batch_dims), Fit::Exact);
+        scatter_with(self, indices, updates, how, reducer)
     }
 
     fn put_along_axis<I: GatherIndex, E: Dimension, E2: Dimension>(
@@ -285,13 +272,33 @@ where
         values: &ArrayRef<A, E2>,
         axis: isize,
     ) -> Result<(), GatherError> {
-        let views = (self.view_mut().into_dyn(), indices.view().into_dyn());
-        lower::along_axis("put_along_axis", views, axis)?.scatter(
-            values.view().into_dyn(),
-            Fit::Broadcast,
-            Replace,
-        )
+        let how = ("put_along_axis", Lowering::AlongAxis(axis), Fit::Broadcast);
+        scatter_with(self, indices, values, how, Replace)
     }
+}
+
+/// A scatter into `dest`: the lowering of the matching gather, with `updates` fitted to
+/// its output as `fit` says.
+fn scatter_with<A, D, I, E, E2, R>(
+    dest: &mut ArrayRef<A, D>,
+    indices: &ArrayRef<I, E>,
+    updates: &ArrayRef<A, E2>,
+    (op, lowering, fit): (&'static str, Lowering, Fit),
+    reducer: R,
+) -> Result<(), GatherError>
+where
+    A: Clone + Send + Sync,
+    D: Dimension,
+    I: GatherIndex,
+    E: Dimension,
+    E2: Dimension,
+    R: Reducer<A>,
+{
+    let shape = Small::from(dest.shape());
+    let zero = [I::ZERO];
+    let views = (dest.view_mut().into_dyn(), indices.view().into_dyn());
+    let call = lowering.call(op, &shape, views, &zero, IndexMode::Raise)?;
+    call.scatter(updates.view().into_dyn(), fit, reducer)
 }
 
 /// Forwards to the [`ArrayRef`] implementation, so that `T: ScatterExt<A, D>` bounds

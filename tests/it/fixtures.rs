@@ -110,6 +110,28 @@ where
         }
         op => return Err(format!("unknown op {op}")),
     };
+    let shape = data.shape();
+    let plan = match c.op.as_str() {
+        "gather" => GatherPlan::gather(shape, &indices, c.int("axis")),
+        "gather_elements" => GatherPlan::gather_elements(shape, &indices, c.int("axis")),
+        "gather_nd" => GatherPlan::gather_nd(shape, &indices, c.int("batch_dims") as usize),
+        "gather_batched" => {
+            GatherPlan::gather_batched(shape, &indices, c.int("axis"), c.int("batch_dims") as usize)
+        }
+        "take_along_axis" => GatherPlan::take_along_axis(shape, &indices, c.int("axis")),
+        "take" => {
+            let axis = match c.get("axis") {
+                "none" => None,
+                _ => Some(c.int("axis")),
+            };
+            GatherPlan::take(shape, &indices, axis, mode)
+        }
+        _ => {
+            let axes: Vec<usize> = c.get("axes").split(',').map(|a| a.parse().unwrap()).collect();
+            GatherPlan::multiaxis(shape, &indices, &axes)
+        }
+    };
+    crate::plans::agrees(plan, &data.view(), &got).map_err(|e| format!("through a plan: {e}"))?;
     match (c.get("expect").strip_prefix("error:"), got) {
         (Some(kind), Err(e)) if same_kind(&c.op, kind, &e) => Ok(()),
         (Some(kind), Err(e)) => Err(format!("expected a {kind}, got {e:?}")),

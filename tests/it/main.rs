@@ -8,6 +8,7 @@ mod lanes;
 mod layouts;
 mod panics;
 mod parallel;
+mod plans;
 mod props;
 mod reference;
 mod scatter;

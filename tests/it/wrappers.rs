@@ -252,6 +252,17 @@ where
             reference::take_flat(&iv, &xv, c.mode),
         ),
     };
+    let shape = iv.shape();
+    let plan = match c.op {
+        Op::Gather => GatherPlan::gather(shape, &xv, c.axis),
+        Op::Batched => GatherPlan::gather_batched(shape, &xv, c.axis, c.batch_dims),
+        Op::Elements => GatherPlan::gather_elements(shape, &xv, c.axis),
+        Op::AlongAxis => GatherPlan::take_along_axis(shape, &xv, c.axis),
+        Op::Nd => GatherPlan::gather_nd(shape, &xv, c.batch_dims),
+        Op::TakeAxis => GatherPlan::take(shape, &xv, Some(c.axis), index_mode(c.mode)),
+        Op::TakeFlat => GatherPlan::take(shape, &xv, None, index_mode(c.mode)),
+    };
+    crate::plans::agrees(plan, &iv, &got).map_err(|e| format!("{c:?}: {e}"))?;
     match (&got, &expected) {
         (Ok(g), Ok(e)) if g == e => Ok(true),
         (Err(g), Err(e)) if Fail::of(g) == *e => Ok(false),

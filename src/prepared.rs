@@ -1,0 +1,564 @@
+//! Prepared gathers: indices checked and resolved once for an input shape, then applied to
+//! any number of inputs of that shape.
+//!
+//! A plan is built by lowering the gather over a stand-in input of the plan's shape (a view
+//! of zero-sized elements, so it costs nothing), which yields exactly the method's checks
+//! and errors. The indices are then resolved to positions, stored in the narrowest type
+//! that holds them, with the dimensions along which they repeat kept once. `apply` lowers
+//! the real input the same way, with the positions as indices.
+
+use ndarray::{ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, Slice};
+
+use crate::core::Call;
+use crate::error::{GatherError, internal};
+use crate::index::{GatherIndex, IndexMode};
+use crate::lower::{self, Lowering};
+use crate::plan::{Plan, checked_len};
+use crate::small::Small;
+
+/// A gather whose indices were checked and resolved once, for inputs of one shape: the
+/// constant-index gather of an ONNX graph, a fixed sampling grid over every frame, the
+/// same token ids over every layer's table, a small lookup in a hot loop.
+///
+/// Each constructor mirrors one method of [`GatherExt`](crate::GatherExt), with the
+/// input's *shape* in place of the input, and returns exactly the error that method would
+/// return for an input of that shape (out-of-range indices included). Then
+/// [`apply`](GatherPlan::apply) and [`apply_into`](GatherPlan::apply_into) gather from any
+/// input of that shape (any element type, any memory layout) without reading, checking or
+/// converting an index again. It is the Simd library's `SynetGatherElements`
+/// (`Init` / `SetIndex` once, `Forward` many times), for every gather.
+///
+/// # What a plan holds
+/// The shapes, and one resolved position per index value: negative indices (and `take`'s
+/// `wrap` / `clip` modes) already applied, as `u32` (or `usize` where a gathered axis is
+/// longer than 2<sup>32</sup>), so at most the indices' own bytes for 32- and 64-bit
+/// indices. Where the positions repeat along a dimension (a broadcast that was
+/// materialized, the same indices for every batch), that dimension is stored once and
+/// read with a zero stride. A plan has no lifetime and no type parameter: it is
+/// `Clone + Debug + Send + Sync`, and one plan can serve many threads.
+///
+/// A plan is also how to gather into an existing output with any of the wrappers:
+/// [`apply_into`](GatherPlan::apply_into).
+///
+/// # Examples
+/// ```
+/// use ndarray::{Array2, array};
+/// use ndarray_gather::prelude::*;
+///
+/// let ids = array![2_i64, -1, 0];
+/// let plan = GatherPlan::gather(&[4, 2], &ids, 0)?; // indices checked here, once
+/// assert_eq!(plan.output_shape(), &[3, 2]);
+/// let table = array![[0.0, 0.1], [1.0, 1.1], [2.0, 2.1], [3.0, 3.1]];
+/// assert_eq!(plan.apply(&table)?, table.gather(&ids, 0)?);
+/// // Any input of the same shape, any element type, into a reused output.
+/// let mut out = Array2::zeros((3, 2));
+/// plan.apply_into(&array![[0, 1], [10, 11], [20, 21], [30, 31]], &mut out)?;
+/// assert_eq!(out, array![[20, 21], [30, 31], [0, 1]]);
+/// // An input of another shape is refused.
+/// assert!(matches!(plan.apply(&Array2::<f64>::zeros((5, 2))), Err(GatherError::InputShape { .. })));
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct GatherPlan {
+    lowering: Lowering,
+    input_shape: Vec<usize>,
+    output_shape: Vec<usize>,
+    /// The caller's indices shape, to which the stored positions broadcast.
+    indices_shape: Vec<usize>,
+    positions: Positions,
+}
+
+/// Resolved positions, of the indices' rank, with size 1 where they repeat.
+#[derive(Debug, Clone)]
+enum Positions {
+    Narrow(ArrayD<u32>),
+    Wide(ArrayD<usize>),
+}
+
+/// A type resolved positions are stored in.
+trait Position: GatherIndex + PartialEq {
+    /// `i`, which the caller knows fits.
+    fn from_position(i: usize) -> Self;
+}
+
+impl Position for u32 {
+    fn from_position(i: usize) -> Self {
+        i as u32
+    }
+}
+
+impl Position for usize {
+    fn from_position(i: usize) -> Self {
+        i
+    }
+}
+
+impl GatherPlan {
+    /// The plan of [`gather_multiaxis`](crate::GatherExt::gather_multiaxis) for inputs of
+    /// shape `input_shape`.
+    ///
+    /// # Errors
+    /// Exactly those of `input.gather_multiaxis(indices, axes)` for an input of that
+    /// shape, and [`SizeOverflow`](GatherError::SizeOverflow) for a shape no input can
+    /// have.
+    ///
+    /// # Examples
+    /// A fixed `(x, y)` grid over many `[N, H, W, C]` batches:
+    /// ```
+    /// use ndarray::{Array, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let points = array![[[[2_i64, 1]], [[0, 0]]]]; // [1, 2, 1, 2]: two (x, y) pairs
+    /// let plan = GatherPlan::multiaxis(&[1, 2, 3, 2], &points, &[2, 1])?;
+    /// let img = Array::from_shape_fn((1, 2, 3, 2), |(_, y, x, c)| 100 * y + 10 * x + c);
+    /// assert_eq!(plan.apply(&img)?, array![[[[120, 121]], [[0, 1]]]].into_dyn());
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn multiaxis<I: GatherIndex, E: Dimension>(
+        input_shape: &[usize],
+        indices: &ArrayRef<I, E>,
+        axes: &[usize],
+    ) -> Result<GatherPlan, GatherError> {
+        let lowering = Lowering::Multiaxis(Small::from(axes));
+        Self::new(
+            "gather_multiaxis",
+            lowering,
+            input_shape,
+            indices,
+            IndexMode::Raise,
+        )
+    }
+
+    /// The plan of [`gather`](crate::GatherExt::gather) (ONNX Gather, numpy.take with an
+    /// axis) for inputs of shape `input_shape`.
+    ///
+    /// # Errors
+    /// Exactly those of `input.gather(indices, axis)` for an input of that shape.
+    ///
+    /// # Examples
+    /// The same token ids over every layer's table:
+    /// ```
+    /// use ndarray::{Array2, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherPlan::gather(&[1000, 4], &array![[7_i64, 7], [999, 0]], 0)?;
+    /// for layer in 0..3 {
+    ///     let table = Array2::from_shape_fn((1000, 4), |(i, j)| (layer * 10_000 + i * 4 + j) as f32);
+    ///     let rows = plan.apply(&table)?; // [2, 2, 4]
+    ///     assert_eq!(rows[[1, 0, 3]], table[[999, 3]]);
+    /// }
+    /// assert!(GatherPlan::gather(&[1000, 4], &array![1000_i64], 0).is_err());
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn gather<I: GatherIndex, E: Dimension>(
+        input_shape: &[usize],
+        indices: &ArrayRef<I, E>,
+        axis: isize,
+    ) -> Result<GatherPlan, GatherError> {
+        let lowering = Lowering::Batched { axis, batch_dims: 0 };
+        Self::new("gather", lowering, input_shape, indices, IndexMode::Raise)
+    }
+
+    /// The plan of [`gather_elements`](crate::GatherExt::gather_elements) (ONNX
+    /// GatherElements, torch.gather) for inputs of shape `input_shape`: ONNX Runtime's and
+    /// Simd's constant-index GatherElements.
+    ///
+    /// # Errors
+    /// Exactly those of `input.gather_elements(indices, axis)` for an input of that shape.
+    ///
+    /// # Examples
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherPlan::gather_elements(&[2, 3], &array![[2_i32, 0], [-1, 1]], 1)?;
+    /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3, 1], [6, 5]].into_dyn());
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn gather_elements<I: GatherIndex, E: Dimension>(
+        input_shape: &[usize],
+        indices: &ArrayRef<I, E>,
+        axis: isize,
+    ) -> Result<GatherPlan, GatherError> {
+        let lowering = Lowering::Elements(axis);
+        Self::new(
+            "gather_elements",
+            lowering,
+            input_shape,
+            indices,
+            IndexMode::Raise,
+        )
+    }
+
+    /// The plan of [`gather_nd`](crate::GatherExt::gather_nd) (ONNX GatherND,
+    /// tf.gather_nd) for inputs of shape `input_shape`.
+    ///
+    /// # Errors
+    /// Exactly those of `input.gather_nd(indices, batch_dims)` for an input of that shape.
+    ///
+    /// # Examples
+    /// A fixed sampling pattern over many frames:
+    /// ```
+    /// use ndarray::{Array, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let pattern = array![[0_i64, 1], [2, 2]]; // two (row, col) points
+    /// let plan = GatherPlan::gather_nd(&[3, 3], &pattern, 0)?;
+    /// for t in 0..2 {
+    ///     let frame = Array::from_shape_fn((3, 3), |(r, c)| 100 * t + 10 * r + c);
+    ///     assert_eq!(plan.apply(&frame)?, array![100 * t + 1, 100 * t + 22].into_dyn());
+    /// }
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn gather_nd<I: GatherIndex, E: Dimension>(
+        input_shape: &[usize],
+        indices: &ArrayRef<I, E>,
+        batch_dims: usize,
+    ) -> Result<GatherPlan, GatherError> {
+        Self::new(
+            "gather_nd",
+            Lowering::Nd(batch_dims),
+            input_shape,
+            indices,
+            IndexMode::Raise,
+        )
+    }
+
+    /// The plan of [`gather_batched`](crate::GatherExt::gather_batched) (tf.gather with
+    /// `batch_dims`) for inputs of shape `input_shape`.
+    ///
+    /// # Errors
+    /// Exactly those of `input.gather_batched(indices, axis, batch_dims)` for an input of
+    /// that shape.
+    ///
+    /// # Examples
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherPlan::gather_batched(&[2, 3], &array![[2_i64], [0]], 1, 1)?;
+    /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3], [4]].into_dyn());
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn gather_batched<I: GatherIndex, E: Dimension>(
+        input_shape: &[usize],
+        indices: &ArrayRef<I, E>,
+        axis: isize,
+        batch_dims: usize,
+    ) -> Result<GatherPlan, GatherError> {
+        let lowering = Lowering::Batched { axis, batch_dims };
+        Self::new("gather_batched", lowering, input_shape, indices, IndexMode::Raise)
+    }
+
+    /// The plan of [`take`](crate::GatherExt::take) (numpy.take, torch.take) for inputs of
+    /// shape `input_shape`; the `mode` is applied once, here.
+    ///
+    /// # Errors
+    /// Exactly those of `input.take(indices, axis, mode)` for an input of that shape.
+    ///
+    /// # Examples
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherPlan::take(&[2, 2], &array![-1_i64, 4], None, IndexMode::Wrap)?;
+    /// assert_eq!(plan.apply(&array![[1, 2], [3, 4]])?, array![4, 1].into_dyn());
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn take<I: GatherIndex, E: Dimension>(
+        input_shape: &[usize],
+        indices: &ArrayRef<I, E>,
+        axis: Option<isize>,
+        mode: IndexMode,
+    ) -> Result<GatherPlan, GatherError> {
+        let lowering = match axis {
+            Some(axis) => Lowering::Batched { axis, batch_dims: 0 },
+            None => Lowering::Flat,
+        };
+        Self::new("take", lowering, input_shape, indices, mode)
+    }
+
+    /// The plan of [`take_along_axis`](crate::GatherExt::take_along_axis)
+    /// (numpy.take_along_axis, torch.take_along_dim) for inputs of shape `input_shape`.
+    ///
+    /// # Errors
+    /// Exactly those of `input.take_along_axis(indices, axis)` for an input of that shape.
+    ///
+    /// # Examples
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// // The indices broadcast over the rows; the plan stores them once.
+    /// let plan = GatherPlan::take_along_axis(&[2, 3], &array![[2_u32, 0]], 1)?;
+    /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3, 1], [6, 4]].into_dyn());
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn take_along_axis<I: GatherIndex, E: Dimension>(
+        input_shape: &[usize],
+        indices: &ArrayRef<I, E>,
+        axis: isize,
+    ) -> Result<GatherPlan, GatherError> {
+        let lowering = Lowering::AlongAxis(axis);
+        Self::new(
+            "take_along_axis",
+            lowering,
+            input_shape,
+            indices,
+            IndexMode::Raise,
+        )
+    }
+
+    /// The shape of the inputs this plan gathers from.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherPlan::gather(&[5, 2], &array![1_i64], 0)?;
+    /// assert_eq!(plan.input_shape(), &[5, 2]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn input_shape(&self) -> &[usize] {
+        &self.input_shape
+    }
+
+    /// The shape of the outputs this plan produces.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherPlan::gather(&[5, 2], &array![[1_i64, 2, 3]], 0)?;
+    /// assert_eq!(plan.output_shape(), &[1, 3, 2]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn output_shape(&self) -> &[usize] {
+        &self.output_shape
+    }
+
+    /// Gathers from `input` (of the plan's input shape, any layout) into a new array,
+    /// equal element for element to the result of the method the plan mirrors.
+    ///
+    /// # Errors
+    /// [`InputShape`](GatherError::InputShape) if `input` does not have the plan's input
+    /// shape; [`SizeOverflow`](GatherError::SizeOverflow) if the output, in elements of
+    /// type `A`, cannot be allocated. Indices are never read, so never wrong.
+    ///
+    /// # Examples
+    /// ```
+    /// use ndarray::{Array2, ShapeBuilder, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherPlan::gather_elements(&[2, 2], &array![[1_i64, 1], [0, 1]], 0)?;
+    /// // A Fortran-order input gives the same result as a C-order one.
+    /// let f = Array2::from_shape_vec((2, 2).f(), vec![1, 3, 2, 4]).unwrap();
+    /// assert_eq!(plan.apply(&f)?, array![[3, 4], [1, 4]].into_dyn());
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn apply<A: Clone + Send + Sync, D: Dimension>(
+        &self,
+        input: &ArrayRef<A, D>,
+    ) -> Result<ArrayD<A>, GatherError> {
+        const OP: &str = "GatherPlan::apply";
+        let input = self.checked_input(OP, input)?;
+        match &self.positions {
+            Positions::Narrow(p) => self.call(OP, input, p, |call| call.alloc()),
+            Positions::Wide(p) => self.call(OP, input, p, |call| call.alloc()),
+        }
+    }
+
+    /// Gathers from `input` into `out`, which must have exactly the plan's output shape
+    /// (any memory order). No allocation for inputs of rank up to 4.
+    ///
+    /// With a plan, every wrapper method gathers into an existing output: this is the
+    /// `_into` of `gather`, `gather_elements`, `gather_nd`, `take`, ...
+    ///
+    /// # Errors
+    /// [`InputShape`](GatherError::InputShape) if `input` does not have the plan's input
+    /// shape, [`OutputShape`](GatherError::OutputShape) if `out` does not have its output
+    /// shape; either way `out` is untouched.
+    ///
+    /// # Examples
+    /// ```
+    /// use ndarray::{Array3, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherPlan::gather(&[3, 2], &array![[2_i64, 0]], 0)?;
+    /// let mut out = Array3::zeros((1, 2, 2));
+    /// plan.apply_into(&array![[1, 2], [3, 4], [5, 6]], &mut out)?;
+    /// assert_eq!(out, array![[[5, 6], [1, 2]]]);
+    /// assert!(plan.apply_into(&array![[1, 2], [3, 4], [5, 6]], &mut Array3::zeros((2, 2, 1))).is_err());
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn apply_into<A: Clone + Send + Sync, D: Dimension, D2: Dimension>(
+        &self,
+        input: &ArrayRef<A, D>,
+        out: &mut ArrayRef<A, D2>,
+    ) -> Result<(), GatherError> {
+        const OP: &str = "GatherPlan::apply_into";
+        let input = self.checked_input(OP, input)?;
+        let out = out.view_mut().into_dyn();
+        match &self.positions {
+            Positions::Narrow(p) => self.call(OP, input, p, |call| call.into(out)),
+            Positions::Wide(p) => self.call(OP, input, p, |call| call.into(out)),
+        }
+    }
+
+    /// Lowers the gather over a stand-in input of the shape, checks and resolves the
+    /// indices.
+    fn new<I: GatherIndex, E: Dimension>(
+        op: &'static str,
+        lowering: Lowering,
+        input_shape: &[usize],
+        indices: &ArrayRef<I, E>,
+        mode: IndexMode,
+    ) -> Result<GatherPlan, GatherError> {
+        let overflow = || GatherError::SizeOverflow {
+            op,
+            shape: input_shape.to_vec(),
+        };
+        let len = checked_len(input_shape, 1).ok_or_else(overflow)?;
+        // Zero-sized elements: a stand-in of any shape without memory.
+        let units = vec![(); len];
+        let stand_in_shape = if lowering == Lowering::Flat {
+            IxDyn(&[len])
+        } else {
+            IxDyn(input_shape)
+        };
+        let stand_in = ArrayViewD::from_shape(stand_in_shape, &units[..]).map_err(|_| overflow())?;
+        let indices = indices.view().into_dyn();
+        let zero = [I::ZERO];
+        let call = lowering.call(op, input_shape, (stand_in, indices.view()), &zero, mode)?;
+        let plan = call.plan(1)?;
+        let narrow = plan.axes.iter().all(|t| t.len <= 1 << 32);
+        let positions = if narrow {
+            Positions::Narrow(resolved(op, &call, &plan, indices.shape())?)
+        } else {
+            Positions::Wide(resolved(op, &call, &plan, indices.shape())?)
+        };
+        Ok(GatherPlan {
+            output_shape: call.final_shape(&plan.out_shape).to_vec(),
+            lowering,
+            input_shape: input_shape.to_vec(),
+            indices_shape: indices.shape().to_vec(),
+            positions,
+        })
+    }
+
+    /// `input` as a dynamic-rank view, if it has the plan's shape.
+    fn checked_input<'a, A, D: Dimension>(
+        &self,
+        op: &'static str,
+        input: &'a ArrayRef<A, D>,
+    ) -> Result<ArrayViewD<'a, A>, GatherError> {
+        if input.shape() == self.input_shape {
+            Ok(input.view().into_dyn())
+        } else {
+            Err(GatherError::InputShape {
+                op,
+                expected: self.input_shape.clone(),
+                found: input.shape().to_vec(),
+            })
+        }
+    }
+
+    /// Lowers the plan's gather of `input` with the resolved `positions` as indices and
+    /// runs `run` on the call.
+    fn call<A: Clone, P: Position, T>(
+        &self,
+        op: &'static str,
+        input: ArrayViewD<'_, A>,
+        positions: &ArrayD<P>,
+        run: impl for<'x> FnOnce(Call<'x, ndarray::ViewRepr<&'x A>, P>) -> Result<T, GatherError>,
+    ) -> Result<T, GatherError> {
+        let positions = positions
+            .broadcast(IxDyn(&self.indices_shape))
+            .ok_or_else(|| internal(op, "the stored positions do not broadcast to the indices"))?;
+        lower::with_call(op, &self.lowering, (input, positions), IndexMode::Raise, run)
+    }
+}
+
+/// The resolved positions of the call's indices (of the caller's shape `shape`), with the
+/// dimensions along which they repeat reduced to size 1. Values that are never read (an
+/// empty output, no gathered axis) are stored as 0.
+fn resolved<P: Position>(
+    op: &'static str,
+    call: &Call<'_, ndarray::ViewRepr<&()>, impl GatherIndex>,
+    plan: &Plan,
+    shape: &[usize],
+) -> Result<ArrayD<P>, GatherError> {
+    let len: usize = shape.iter().product();
+    let mut values = Vec::with_capacity(len);
+    if plan.out_len > 0 {
+        call.resolve_each(plan, |i| values.push(P::from_position(i)))?;
+    }
+    values.resize(len, P::ZERO);
+    let full = ArrayD::from_shape_vec(IxDyn(shape), values)
+        .map_err(|_| internal(op, "the indices' length is not their shape's"))?;
+    Ok(compact(full))
+}
+
+/// `full` with every dimension along which it repeats (each slice equal to the first)
+/// reduced to size 1.
+fn compact<P: Copy + PartialEq>(full: ArrayD<P>) -> ArrayD<P> {
+    let mut view = full.view();
+    for d in 0..view.ndim() {
+        let axis = Axis(d);
+        if view.len_of(axis) > 1 {
+            let first = view.index_axis(axis, 0);
+            if view.axis_iter(axis).skip(1).all(|s| s == first) {
+                view.slice_axis_inplace(axis, Slice::from(..1));
+            }
+        }
+    }
+    if view.len() == full.len() {
+        full
+    } else {
+        view.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use ndarray::{Array2, array};
+
+    use super::*;
+
+    #[test]
+    fn positions_are_resolved_and_repeats_stored_once() {
+        // Every row of the indices is the same: stored once, negatives resolved.
+        let ids = Array2::from_shape_fn((4, 3), |(_, j)| j as i64 - 1);
+        let plan = GatherPlan::take_along_axis(&[4, 5], &ids, 1).unwrap();
+        match &plan.positions {
+            Positions::Narrow(p) => assert_eq!(p, &array![[4_u32, 0, 1]].into_dyn()),
+            p => panic!("{p:?}"),
+        }
+        // Nothing repeats: all twelve kept.
+        let ids = Array2::from_shape_fn((4, 3), |(i, j)| (i + j) as i64);
+        let plan = GatherPlan::take_along_axis(&[4, 6], &ids, 1).unwrap();
+        assert!(matches!(&plan.positions, Positions::Narrow(p) if p.shape() == [4, 3]));
+    }
+
+    #[test]
+    fn positions_beyond_u32_are_wide() {
+        // A stand-in input costs nothing, so a plan for a huge axis is cheap to build.
+        let plan = GatherPlan::gather(&[1 << 33], &array![-1_i64, 5], 0).unwrap();
+        match &plan.positions {
+            Positions::Wide(p) => assert_eq!(p, &array![(1_usize << 33) - 1, 5].into_dyn()),
+            p => panic!("{p:?}"),
+        }
+        let plan = GatherPlan::gather(&[1 << 32], &array![-1_i64], 0).unwrap();
+        assert!(matches!(&plan.positions, Positions::Narrow(p) if p[[0]] == u32::MAX));
+    }
+
+    #[test]
+    fn unread_indices_are_stored_as_zeros() {
+        // An empty output never reads its (bad) indices; neither does a plan.
+        let plan = GatherPlan::gather(&[0, 2], &Array2::from_elem((0, 3), 5_i64), 1).unwrap();
+        assert_eq!(plan.output_shape(), &[0, 0, 3]);
+        let plan = GatherPlan::multiaxis(&[2, 2], &array![[9_i64]], &[]).unwrap();
+        assert_eq!(plan.output_shape(), &[2, 2]);
+        assert!(matches!(&plan.positions, Positions::Narrow(p) if p.iter().all(|&v| v == 0)));
+    }
+}

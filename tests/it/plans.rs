@@ -1,0 +1,156 @@
+//! Prepared gathers ([`GatherPlan`]) against the methods they mirror: the same error, or
+//! the same elements from every layout of the input. The property tests of the wrappers
+//! and of `gather_multiaxis`, and every fixture, run their calls through [`agrees`] too.
+
+use ndarray::{Array2, ArrayD, ArrayViewD, array};
+use ndarray_gather::prelude::*;
+
+use crate::layouts::{ALL, Held, Layout};
+use crate::props::Elem;
+
+/// `plan` (built for `input`'s shape) fails exactly as the method did (`got`), or gathers
+/// exactly what it gathered: from `input`, and from the same values in every layout, with
+/// `apply` and with `apply_into` into an `out` of another layout.
+pub fn agrees<A>(
+    plan: Result<GatherPlan, GatherError>,
+    input: &ArrayViewD<A>,
+    got: &Result<ArrayD<A>, GatherError>,
+) -> Result<(), String>
+where
+    A: Clone + Send + Sync + PartialEq + std::fmt::Debug,
+{
+    let (plan, expected) = match (plan, got) {
+        (Err(p), Err(g)) if p == *g => return Ok(()),
+        (Ok(plan), Ok(expected)) => (plan, expected),
+        (p, g) => return Err(format!("plan {p:?} but method {g:?}")),
+    };
+    if plan.input_shape() != input.shape() || plan.output_shape() != expected.shape() {
+        return Err(format!("plan shapes {plan:?} for input {:?}", input.shape()));
+    }
+    let applied = plan.apply(input).map_err(|e| e.to_string())?;
+    if applied != *expected {
+        return Err(format!("apply: {applied:?}, method {expected:?}"));
+    }
+    // The same values in the other layouts (a broadcast layout would show other values).
+    let flat: Vec<A> = input.iter().cloned().collect();
+    for layout in ALL.into_iter().filter(|l| !matches!(l, Layout::Broadcast(_))) {
+        let other = Held::new(input.shape(), layout, |i| flat[i].clone());
+        let applied = plan
+            .apply(&other.view())
+            .map_err(|e| format!("{layout:?}: {e}"))?;
+        if applied != *expected {
+            return Err(format!("apply on {layout:?}: {applied:?}, method {expected:?}"));
+        }
+    }
+    if let Some(fill) = flat.first() {
+        let mut out = Held::new(expected.shape(), Layout::F, |_| fill.clone());
+        plan.apply_into(input, &mut out.view_mut())
+            .map_err(|e| e.to_string())?;
+        if out.view() != expected {
+            return Err(format!("apply_into: {:?}, method {expected:?}", out.view()));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn a_plan_is_clone_debug_send_sync_and_static() {
+    fn check<T: Clone + std::fmt::Debug + Send + Sync + 'static>() {}
+    check::<GatherPlan>();
+}
+
+#[test]
+fn apply_checks_shapes_before_writing() {
+    let plan = GatherPlan::gather(&[3, 2], &array![1_i64, 2], 0).unwrap();
+    let e = plan.apply(&Array2::<f32>::zeros((2, 3))).unwrap_err();
+    assert_eq!(
+        e,
+        GatherError::InputShape {
+            op: "GatherPlan::apply",
+            expected: vec![3, 2],
+            found: vec![2, 3]
+        }
+    );
+    assert!(
+        e.to_string().contains("[3, 2]") && e.to_string().contains("[2, 3]"),
+        "{e}"
+    );
+    let input = Array2::from_shape_fn((3, 2), |(i, j)| (i * 2 + j) as f32);
+    for (input_shape, out_shape) in [((2, 3), (2, 2)), ((3, 2), (2, 3))] {
+        let wrong_input = Array2::<f32>::zeros(input_shape);
+        let mut out = Array2::from_elem(out_shape, -1.0);
+        let src = if input_shape == (3, 2) {
+            &input
+        } else {
+            &wrong_input
+        };
+        let r = plan.apply_into(src, &mut out);
+        assert!(
+            matches!(
+                r,
+                Err(GatherError::InputShape { .. } | GatherError::OutputShape { .. })
+            ),
+            "{r:?}"
+        );
+        assert!(out.iter().all(|&x| x == -1.0), "out was written: {out:?}");
+    }
+}
+
+#[test]
+fn one_plan_serves_many_threads_and_element_types() {
+    let ids = array![[3_i64, -1], [0, 2]];
+    let plan = GatherPlan::gather(&[5, 3], &ids, 0).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..3 {
+            let plan = &plan;
+            let ids = &ids;
+            s.spawn(move || {
+                let x = Array2::from_shape_fn((5, 3), |(i, j)| t * 100 + i * 3 + j);
+                assert_eq!(plan.apply(&x).unwrap(), x.gather(ids, 0).unwrap());
+            });
+        }
+    });
+    let strings = Array2::from_shape_fn((5, 3), |(i, j)| format!("{i}{j}"));
+    assert_eq!(plan.apply(&strings).unwrap(), strings.gather(&ids, 0).unwrap());
+}
+
+#[test]
+fn construction_fails_exactly_as_the_method() {
+    let x = Array2::<f32>::zeros((3, 4));
+    let bad = array![[0_i64, 4]];
+    assert_eq!(
+        GatherPlan::gather_elements(&[3, 4], &bad, 1).unwrap_err(),
+        x.gather_elements(&bad, 1).unwrap_err()
+    );
+    assert_eq!(
+        GatherPlan::take(&[3, 4], &array![12_i64], None, IndexMode::Raise).unwrap_err(),
+        x.take(&array![12_i64], None, IndexMode::Raise).unwrap_err()
+    );
+    assert_eq!(
+        GatherPlan::gather(&[3, 4], &array![0_i64], 2).unwrap_err(),
+        x.gather(&array![0_i64], 2).unwrap_err()
+    );
+    // A shape no input can have.
+    assert!(matches!(
+        GatherPlan::gather(&[usize::MAX, 2], &array![0_i64], 0),
+        Err(GatherError::SizeOverflow { .. })
+    ));
+}
+
+#[test]
+fn every_layout_of_every_wrapper() {
+    // One input per layout: the plans of the fixed layout sweep.
+    let x = Held::new(&[3, 4, 2], Layout::C, f32::of);
+    let x = x.view();
+    let ids = array![[2_i64, -1, 0], [1, 1, -3]].into_dyn();
+    let ids_nd = array![[1_i64, 3], [-1, 0]].into_dyn();
+    for layout in ALL {
+        let held = Held::new(&[2, 3], layout, |i| ids.as_slice().unwrap()[i]);
+        let v = held.view();
+        agrees(GatherPlan::gather(x.shape(), &v, 0), &x, &x.gather(&v, 0)).unwrap();
+        agrees(GatherPlan::gather(x.shape(), &v, 1), &x, &x.gather(&v, 1)).unwrap();
+        let held = Held::new(&[2, 2], layout, |i| ids_nd.as_slice().unwrap()[i]);
+        let v = held.view();
+        agrees(GatherPlan::gather_nd(x.shape(), &v, 0), &x, &x.gather_nd(&v, 0)).unwrap();
+    }
+}
