@@ -1,5 +1,6 @@
 //! Criterion benches: the workloads W1-W8 of shared/BENCH-WORKLOADS.md, each in one group
-//! with the crate's allocating call, its `_into` call into a reused output, and a
+//! with the crate's allocating call, its `_into` call into a reused output, the prepared
+//! gather's `apply_into` (P3-P8) and the building of its plan, and a
 //! single-threaded memcpy of the output's bytes (the physical limit); plus a size sweep.
 //!
 //! `cargo bench --bench gather` runs everything; `cargo bench --bench gather -- W1` one
@@ -27,6 +28,8 @@ fn workload_groups(c: &mut Criterion) {
         }
         g.bench_function("alloc", |b| b.iter(|| black_box((w.alloc)())));
         g.bench_function("into", |b| b.iter(&mut w.into));
+        g.bench_function("plan_into", |b| b.iter(&mut w.plan_into));
+        g.bench_function("plan_build", |b| b.iter(&w.plan_build));
         let src = vec![1.0f32; w.out_bytes / 4];
         let mut dst = vec![0.0f32; w.out_bytes / 4];
         g.bench_function("memcpy", |b| b.iter(|| dst.copy_from_slice(black_box(&src))));

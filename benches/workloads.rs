@@ -2,8 +2,9 @@
 //! (`benches/gather.rs`) and the peer comparison (`examples/workloads.rs`).
 //!
 //! Each workload owns its data: `alloc` runs the crate's allocating call, `into` the
-//! `gather_multiaxis_into` call users write for it (on views lowered once, up front) into
-//! a reused output.
+//! unprepared `gather_multiaxis_into` call (on views lowered once, up front) into a reused
+//! output, `plan_into` the prepared gather (P3-P8: a [`GatherPlan`] of the wrapper, built
+//! once) into a reused output, and `plan_build` builds that plan.
 
 #![allow(dead_code)]
 
@@ -21,12 +22,17 @@ pub const IDS: [&str; 8] = [
     "W8_multiaxis",
 ];
 
+/// A timed call.
+pub type Timed = Box<dyn FnMut()>;
+
 pub struct Workload {
     pub id: &'static str,
     pub out_bytes: usize,
     pub idx_bytes: usize,
     pub alloc: Box<dyn Fn() -> ArrayD<f32>>,
     pub into: Box<dyn FnMut()>,
+    pub plan_into: Box<dyn FnMut()>,
+    pub plan_build: Box<dyn Fn()>,
 }
 
 /// Deterministic uniform indices in `0..n` (a 64-bit LCG; fixed seed).
@@ -97,6 +103,15 @@ fn into_fn(input: ArrayD<f32>, idx: ArrayD<i64>, axes: Vec<usize>) -> Box<dyn Fn
     Box::new(move || input.gather_multiaxis_into(&idx, &axes, &mut out).unwrap())
 }
 
+/// `plan_into` and `plan_build` for the plan `make` builds for `input`'s shape.
+fn planned(input: ArrayD<f32>, make: impl Fn(&[usize]) -> GatherPlan + 'static) -> (Timed, Box<dyn Fn()>) {
+    let shape = input.shape().to_vec();
+    let plan = make(&shape);
+    let mut out = plan.apply(&input).unwrap();
+    let apply = Box::new(move || plan.apply_into(&input, &mut out).unwrap());
+    (apply, Box::new(move || drop(std::hint::black_box(make(&shape)))))
+}
+
 pub fn build(id: &str) -> Workload {
     match id {
         "W1_embed" => {
@@ -107,11 +122,17 @@ pub fn build(id: &str) -> Workload {
                 reshaped(copy(&ix), &[0, 3]),
                 vec![0],
             );
+            let (plan_into, plan_build) = {
+                let ix = ix.clone();
+                planned(copy(&table), move |s| GatherPlan::gather(s, &ix, 0).unwrap())
+            };
             Workload {
                 id: "W1_embed",
                 out_bytes: 64 * 512 * 256 * 4,
                 idx_bytes: 64 * 512 * 8,
                 alloc: Box::new(move || table.gather(&ix, 0).unwrap()),
+                plan_into,
+                plan_build,
                 into,
             }
         }
@@ -119,11 +140,17 @@ pub fn build(id: &str) -> Workload {
             let x = data(&[64, 2048, 64]);
             let ix = ids(&[1024], 2048, 2);
             let into = into_fn(reshaped(copy(&x), &[2]), reshaped(copy(&ix), &[0, 1, 3]), vec![1]);
+            let (plan_into, plan_build) = {
+                let ix = ix.clone();
+                planned(copy(&x), move |s| GatherPlan::gather(s, &ix, 1).unwrap())
+            };
             Workload {
                 id: "W2_midaxis",
                 out_bytes: 64 * 1024 * 64 * 4,
                 idx_bytes: 1024 * 8,
                 alloc: Box::new(move || x.gather(&ix, 1).unwrap()),
+                plan_into,
+                plan_build,
                 into,
             }
         }
@@ -132,6 +159,12 @@ pub fn build(id: &str) -> Workload {
             let x = data(&[2048, 2048]);
             let ix = ids(&[2048, 2048], 2048, 3 + axis as u64);
             let into = into_fn(copy(&x), copy(&ix), vec![axis]);
+            let (plan_into, plan_build) = {
+                let ix = ix.clone();
+                planned(copy(&x), move |s| {
+                    GatherPlan::gather_elements(s, &ix, axis as isize).unwrap()
+                })
+            };
             Workload {
                 id: if axis == 1 {
                     "W3_elem_last"
@@ -141,6 +174,8 @@ pub fn build(id: &str) -> Workload {
                 out_bytes: 2048 * 2048 * 4,
                 idx_bytes: 2048 * 2048 * 8,
                 alloc: Box::new(move || x.take_along_axis(&ix, axis as isize).unwrap()),
+                plan_into,
+                plan_build,
                 into,
             }
         }
@@ -149,11 +184,17 @@ pub fn build(id: &str) -> Workload {
             let x = data(&[1024, 1024, 4]);
             let ix = ids(&[n, 2], 1024, 5);
             let into = into_fn(reshaped(copy(&x), &[3]), reshaped(copy(&ix), &[1, 2]), vec![0, 1]);
+            let (plan_into, plan_build) = {
+                let ix = ix.clone();
+                planned(copy(&x), move |s| GatherPlan::gather_nd(s, &ix, 0).unwrap())
+            };
             Workload {
                 id: "W5_nd_pixels",
                 out_bytes: n * 4 * 4,
                 idx_bytes: n * 2 * 8,
                 alloc: Box::new(move || x.gather_nd(&ix, 0).unwrap()),
+                plan_into,
+                plan_build,
                 into,
             }
         }
@@ -161,11 +202,19 @@ pub fn build(id: &str) -> Workload {
             let x = data(&[32, 4096, 128]);
             let ix = ids(&[32, 512], 4096, 6);
             let into = into_fn(reshaped(copy(&x), &[2]), reshaped(copy(&ix), &[1, 3]), vec![1]);
+            let (plan_into, plan_build) = {
+                let ix = ix.clone();
+                planned(copy(&x), move |s| {
+                    GatherPlan::gather_batched(s, &ix, 1, 1).unwrap()
+                })
+            };
             Workload {
                 id: "W6_batched",
                 out_bytes: 32 * 512 * 128 * 4,
                 idx_bytes: 32 * 512 * 8,
                 alloc: Box::new(move || x.gather_batched(&ix, 1, 1).unwrap()),
+                plan_into,
+                plan_build,
                 into,
             }
         }
@@ -177,11 +226,17 @@ pub fn build(id: &str) -> Workload {
             .unwrap();
             let ix = Array1::from(vec![3_i64, 1]).into_dyn();
             let into = into_fn(reshaped(copy(&x), &[1]), reshaped(copy(&ix), &[0, 2]), vec![0]);
+            let (plan_into, plan_build) = {
+                let ix = ix.clone();
+                planned(copy(&x), move |s| GatherPlan::gather(s, &ix, 0).unwrap())
+            };
             Workload {
                 id: "W7_tiny",
                 out_bytes: 6 * 4,
                 idx_bytes: 2 * 8,
                 alloc: Box::new(move || x.gather(&ix, 0).unwrap()),
+                plan_into,
+                plan_build,
                 into,
             }
         }
@@ -190,11 +245,17 @@ pub fn build(id: &str) -> Workload {
             let x = data(&[8, 256, 256, 16]);
             let ix = ids(&[8, n, 1, 2], 256, 8);
             let into = into_fn(copy(&x), copy(&ix), vec![2, 1]);
+            let (plan_into, plan_build) = {
+                let ix = ix.clone();
+                planned(copy(&x), move |s| GatherPlan::multiaxis(s, &ix, &[2, 1]).unwrap())
+            };
             Workload {
                 id: "W8_multiaxis",
                 out_bytes: 8 * n * 16 * 4,
                 idx_bytes: 8 * n * 2 * 8,
                 alloc: Box::new(move || x.gather_multiaxis(&ix, &[2, 1]).unwrap()),
+                plan_into,
+                plan_build,
                 into,
             }
         }

@@ -1,7 +1,8 @@
 //! Median times of the benchmark workloads W1-W8, one line each, for the peer comparison
 //! (`benches/peers/compare.sh`); `cargo run --release --example workloads [ID...]`.
 //!
-//! Each line: `id variant median_ns`, variants `alloc`, `into`, `memcpy` (a
+//! Each line: `id variant median_ns`, variants `alloc`, `into`, `plan_into` and
+//! `plan_build` (the prepared gather, P3-P8, and building its plan), `memcpy` (a
 //! single-threaded copy of the output's bytes) and `memcpy2` (the same copy split in two
 //! halves over two threads, one of them spawned for the copy; not for W7).
 
@@ -47,21 +48,28 @@ fn main() {
         let src = workloads::numpy_like(w.out_bytes / 4, |_| 1.0f32);
         let mut dst = workloads::numpy_like(w.out_bytes / 4, |_| 0.0f32);
         let alloc = &w.alloc;
-        let (a, i, m) = if *id == "W7_tiny" {
+        let build = &w.plan_build;
+        let (a, i, p, b, m) = if *id == "W7_tiny" {
             (
                 median_tiny(&mut || drop(black_box(alloc()))),
                 median_tiny(&mut w.into),
+                median_tiny(&mut w.plan_into),
+                median_tiny(&mut || build()),
                 median_tiny(&mut || dst.copy_from_slice(black_box(&src))),
             )
         } else {
             (
                 median(budget, || drop(black_box(alloc()))) as f64,
                 median(budget, &mut w.into) as f64,
+                median(budget, &mut w.plan_into) as f64,
+                median(budget, build) as f64,
                 median(budget, || dst.copy_from_slice(black_box(&src))) as f64,
             )
         };
         println!("{id} alloc {a:.1}");
         println!("{id} into {i:.1}");
+        println!("{id} plan_into {p:.1}");
+        println!("{id} plan_build {b:.1}");
         println!("{id} memcpy {m:.1}");
         if *id != "W7_tiny" {
             let half = src.len() / 2;

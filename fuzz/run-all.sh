@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs="${1:-600}"
 jobs="${JOBS:-$(nproc)}"
-targets=(multiaxis gather gather_elements gather_nd gather_batched take take_along_axis)
+targets=(multiaxis gather gather_elements gather_nd gather_batched take take_along_axis plan)
 cargo +nightly fuzz build
 mkdir -p logs
 run() {

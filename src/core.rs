@@ -8,7 +8,7 @@ use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn, RawData
 
 use crate::error::{GatherError, internal};
 use crate::index::{Clip, GatherIndex, IndexMode, Raise, Wrap, resolve};
-use crate::kernel::{BadIndex, ScatterTask, Store, Task};
+use crate::kernel::{BadIndex, Operand, ScatterTask, Store, Task};
 use crate::plan::{Layout, Loop, Plan, unravel};
 use crate::reduce::Reducer;
 use crate::small::Small;
@@ -138,24 +138,58 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
     /// Resolves every index value in row-major order, passing each position to `each`,
     /// or returns the error for the first out-of-range one. Stops early, with `Ok`, when
     /// the plan has no axes (the values are never read).
-    pub fn resolve_each(&self, plan: &Plan, mut each: impl FnMut(usize)) -> Result<(), GatherError> {
-        let k = plan.axes.len().max(1);
+    pub fn resolve_each(&self, plan: &Plan, each: impl FnMut(usize)) -> Result<(), GatherError> {
+        if plan.axes.is_empty() {
+            return Ok(());
+        }
+        // Without an iterator over dynamic-rank positions where the layout allows.
+        match self.indices.as_slice() {
+            Some(values) => self.scan(plan, values.iter(), each),
+            None => self.scan(plan, self.indices.iter(), each),
+        }
+    }
+
+    /// The indices' values in row-major order as one slice, when their layout allows.
+    pub fn index_slice(&self) -> Option<&[I]> {
+        self.indices.as_slice()
+    }
+
+    /// The call's index mode.
+    pub fn mode(&self) -> IndexMode {
+        self.mode
+    }
+
+    /// [`Call::resolve_each`] over the index values in row-major order.
+    fn scan<'v>(
+        &self,
+        plan: &Plan,
+        values: impl Iterator<Item = &'v I>,
+        mut each: impl FnMut(usize),
+    ) -> Result<(), GatherError>
+    where
+        I: 'v,
+    {
         let last = self.indices.shape().last().copied().unwrap_or(1).max(1);
-        for (flat, v) in self.indices.iter().enumerate() {
-            let Some(term) = plan.axes.get((flat % last) % k) else {
-                return Ok(());
+        // `col` runs along the last dimension, whose values cycle through the axis terms.
+        let (mut col, mut j) = (0, 0);
+        for (flat, v) in values.enumerate() {
+            let term = &plan.axes[j];
+            let Some(i) = resolve(*v, term.len, self.mode) else {
+                return Err(GatherError::IndexOutOfBounds {
+                    op: self.op,
+                    index: v.to_i128(),
+                    position: unravel(flat, &self.caller.indices),
+                    axis: term.axis,
+                    axis_len: term.len,
+                });
             };
-            match resolve(*v, term.len, self.mode) {
-                Some(i) => each(i),
-                None => {
-                    return Err(GatherError::IndexOutOfBounds {
-                        op: self.op,
-                        index: v.to_i128(),
-                        position: unravel(flat, &self.caller.indices),
-                        axis: term.axis,
-                        axis_len: term.len,
-                    });
-                }
+            each(i);
+            (col, j) = (col + 1, j + 1);
+            if j == plan.axes.len() {
+                j = 0;
+            }
+            if col == last {
+                (col, j) = (0, 0);
             }
         }
         Ok(())
@@ -175,19 +209,16 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
         // Indices are checked by the kernel as it reads them (a separate pass would read
         // them twice); if one is bad, the kernel drops what it wrote and we free the rest.
         let loops = plan.loops(&c_strides(&plan.out_shape));
-        let mut buf: Vec<A> = Vec::with_capacity(plan.out_len);
-        advise_huge_pages(&mut buf);
-        // SAFETY: `buf` is fresh C-contiguous storage of `out_len` elements, walked with
-        // C strides.
-        unsafe { self.execute(&plan, &loops, buf.as_mut_ptr(), Store::Init)? };
-        // SAFETY: the kernel returned Ok, so it initialized all `out_len` elements (every
-        // output position is written exactly once).
-        unsafe { buf.set_len(plan.out_len) };
         // The removed axes have length 1, so the caller's shape has the same row-major
         // layout as the lowered one.
-        let shape = IxDyn(&self.final_shape(&plan.out_shape));
-        ArrayD::from_shape_vec(shape, buf)
-            .map_err(|_| internal(self.op, "the output's length is not its shape's"))
+        let shape = self.final_shape(&plan.out_shape);
+        // SAFETY: `fresh` passes C-contiguous uninitialized storage of `out_len` elements,
+        // walked with C strides; the kernel initializes every element when it returns Ok.
+        unsafe {
+            fresh(self.op, plan.out_len, &shape, |out| {
+                self.execute(&plan, &loops, out, Store::Init)
+            })
+        }
     }
 
     /// Gathers into `out`, which must have the output shape. Every error but a bad index
@@ -222,8 +253,9 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
         out: *mut A,
         store: Store,
     ) -> Result<(), GatherError> {
+        let (input, indices) = (Operand::of(&self.input), Operand::of(&self.indices));
         // SAFETY: the plan was made from these views; `out` by this function's contract.
-        let task = unsafe { Task::new(loops, &plan.axes, &self.input, &self.indices, out, store) };
+        let task = unsafe { Task::new(loops, &plan.axes, input, indices, out, store) };
         let ran = match self.mode {
             IndexMode::Raise => task.run::<Raise>(),
             IndexMode::Wrap => task.run::<Wrap>(),
@@ -286,6 +318,27 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
         task.run(reducer);
         Ok(())
     }
+}
+
+/// A new array of `shape` (of `len` elements), filled by `fill` through a pointer to
+/// uninitialized C-contiguous storage for `len` elements.
+///
+/// # Safety
+/// When `fill` returns `Ok`, it has initialized all `len` elements; when it returns `Err`,
+/// it has left none initialized (or dropped them again).
+pub(crate) unsafe fn fresh<A>(
+    op: &'static str,
+    len: usize,
+    shape: &[usize],
+    fill: impl FnOnce(*mut A) -> Result<(), GatherError>,
+) -> Result<ArrayD<A>, GatherError> {
+    let mut buf: Vec<A> = Vec::with_capacity(len);
+    advise_huge_pages(&mut buf);
+    fill(buf.as_mut_ptr())?;
+    // SAFETY: `fill` returned Ok, so it initialized all `len` elements.
+    unsafe { buf.set_len(len) };
+    ArrayD::from_shape_vec(IxDyn(shape), buf)
+        .map_err(|_| internal(op, "the output's length is not its shape's"))
 }
 
 /// Asks Linux to back a large fresh output with transparent huge pages, as NumPy does for

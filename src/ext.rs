@@ -135,6 +135,10 @@ where
     /// `axis` of the result is dropped. This is
     /// [`gather_batched`](GatherExt::gather_batched) with `batch_dims = 0`.
     ///
+    /// Into an existing output (any memory order, no allocation), or with the same
+    /// indices many times: [`GatherPlan::gather`](crate::GatherPlan::gather)`(input.shape(), &indices, axis)`, then
+    /// [`apply_into`](crate::GatherPlan::apply_into).
+    ///
     /// # Errors
     /// [`AxisOutOfBounds`](GatherError::AxisOutOfBounds) (a rank-0 input has no axis),
     /// [`EmptyAxis`](GatherError::EmptyAxis),
@@ -169,6 +173,10 @@ where
     ///
     /// Lowering: the input sliced to `..indices.shape[d]` on every `d != axis`, then
     /// `gather_multiaxis(indices, [axis])`.
+    ///
+    /// Into an existing output (any memory order, no allocation), or with the same
+    /// indices many times: [`GatherPlan::gather_elements`](crate::GatherPlan::gather_elements)`(input.shape(), &indices, axis)`, then
+    /// [`apply_into`](crate::GatherPlan::apply_into).
     ///
     /// # Errors
     /// [`RankMismatch`](GatherError::RankMismatch),
@@ -209,6 +217,10 @@ where
     /// `[idx[..q - 1], 1 x (w - m + t), k]`, `axes = batch_dims..batch_dims + k`: the
     /// coordinates are the folded last dimension; the unit axes are dropped after.
     ///
+    /// Into an existing output (any memory order, no allocation), or with the same
+    /// indices many times: [`GatherPlan::gather_nd`](crate::GatherPlan::gather_nd)`(input.shape(), &indices, batch_dims)`, then
+    /// [`apply_into`](crate::GatherPlan::apply_into).
+    ///
     /// # Errors
     /// [`RankMismatch`](GatherError::RankMismatch) for rank-0 indices,
     /// [`BatchDims`](GatherError::BatchDims) if `batch_dims` or `k` do not fit or batch
@@ -245,6 +257,10 @@ where
     /// `[idx[..batch_dims], 1 x (axis + 1 - batch_dims), idx[batch_dims..], 1 x (r - axis - 1)]`,
     /// `axes = [axis]`; the unit axis `axis` of the result is dropped.
     ///
+    /// Into an existing output (any memory order, no allocation), or with the same
+    /// indices many times: [`GatherPlan::gather_batched`](crate::GatherPlan::gather_batched)`(input.shape(), &indices, axis, batch_dims)`, then
+    /// [`apply_into`](crate::GatherPlan::apply_into).
+    ///
     /// # Errors
     /// [`AxisOutOfBounds`](GatherError::AxisOutOfBounds),
     /// [`BatchDims`](GatherError::BatchDims), [`EmptyAxis`](GatherError::EmptyAxis),
@@ -277,6 +293,10 @@ where
     /// flattened, which is a view for standard-layout inputs and 1-D views; other layouts
     /// are copied once into row-major order first.
     ///
+    /// Into an existing output (any memory order, no allocation), or with the same
+    /// indices many times: [`GatherPlan::take`](crate::GatherPlan::take)`(input.shape(), &indices, axis, mode)`, then
+    /// [`apply_into`](crate::GatherPlan::apply_into).
+    ///
     /// # Errors
     /// [`AxisOutOfBounds`](GatherError::AxisOutOfBounds),
     /// [`EmptyAxis`](GatherError::EmptyAxis) (in every mode: an empty axis has no element
@@ -306,6 +326,10 @@ where
     ///
     /// Output shape: the broadcast of input and indices shapes, with `indices.shape[axis]`
     /// on the axis. Lowering: exactly `gather_multiaxis(indices, [axis])`.
+    ///
+    /// Into an existing output (any memory order, no allocation), or with the same
+    /// indices many times: [`GatherPlan::take_along_axis`](crate::GatherPlan::take_along_axis)`(input.shape(), &indices, axis)`, then
+    /// [`apply_into`](crate::GatherPlan::apply_into).
     ///
     /// # Errors
     /// [`RankMismatch`](GatherError::RankMismatch),

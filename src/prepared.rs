@@ -9,11 +9,12 @@
 
 use ndarray::{ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, Slice};
 
-use crate::core::Call;
+use crate::core::{Call, c_strides, fresh};
 use crate::error::{GatherError, internal};
-use crate::index::{GatherIndex, IndexMode};
+use crate::index::{GatherIndex, IndexMode, Raise, Resolve};
+use crate::kernel::{BadIndex, Operand, Store, Task};
 use crate::lower::{self, Lowering};
-use crate::plan::{Plan, checked_len};
+use crate::plan::{AxisTerm, Loop, Plan, checked_len};
 use crate::small::Small;
 
 /// A gather whose indices were checked and resolved once, for inputs of one shape: the
@@ -66,6 +67,16 @@ pub struct GatherPlan {
     /// The caller's indices shape, to which the stored positions broadcast.
     indices_shape: Vec<usize>,
     positions: Positions,
+    /// The gather lowered for inputs in standard layout (any input of that shape whose
+    /// memory is C-contiguous) into C-order outputs: loops ready for the kernel.
+    standard: Standard,
+}
+
+/// The lowered loops and axis terms of a plan's gather for a standard-layout input.
+#[derive(Debug, Clone)]
+struct Standard {
+    loops: Small<Loop>,
+    axes: Small<AxisTerm>,
 }
 
 /// Resolved positions, of the indices' rank, with size 1 where they repeat.
@@ -361,7 +372,22 @@ impl GatherPlan {
         input: &ArrayRef<A, D>,
     ) -> Result<ArrayD<A>, GatherError> {
         const OP: &str = "GatherPlan::apply";
-        let input = self.checked_input(OP, input)?;
+        self.check_input(OP, input)?;
+        if input.is_standard_layout() {
+            let len =
+                checked_len(&self.output_shape, size_of::<A>()).ok_or_else(|| GatherError::SizeOverflow {
+                    op: OP,
+                    shape: self.output_shape.clone(),
+                })?;
+            // SAFETY: `fresh` passes C-contiguous uninitialized storage for the output's
+            // `len` elements; the kernel initializes each of them when it returns Ok.
+            return unsafe {
+                fresh(OP, len, &self.output_shape, |out| {
+                    self.run_standard(OP, input, out, Store::Init)
+                })
+            };
+        }
+        let input = input.view().into_dyn();
         match &self.positions {
             Positions::Narrow(p) => self.call(OP, input, p, |call| call.alloc()),
             Positions::Wide(p) => self.call(OP, input, p, |call| call.alloc()),
@@ -397,12 +423,55 @@ impl GatherPlan {
         out: &mut ArrayRef<A, D2>,
     ) -> Result<(), GatherError> {
         const OP: &str = "GatherPlan::apply_into";
-        let input = self.checked_input(OP, input)?;
-        let out = out.view_mut().into_dyn();
+        self.check_input(OP, input)?;
+        if out.shape() != self.output_shape {
+            return Err(GatherError::OutputShape {
+                op: OP,
+                expected: self.output_shape.clone(),
+                found: out.shape().to_vec(),
+            });
+        }
+        if input.is_standard_layout() && out.is_standard_layout() {
+            // SAFETY: `out` has the output shape in C order, as the loops were made for,
+            // and is an exclusive borrow, so it aliases nothing.
+            return unsafe { self.run_standard(OP, input, out.as_mut_ptr(), Store::Assign) };
+        }
+        let (input, out) = (input.view().into_dyn(), out.view_mut().into_dyn());
         match &self.positions {
             Positions::Narrow(p) => self.call(OP, input, p, |call| call.into(out)),
             Positions::Wide(p) => self.call(OP, input, p, |call| call.into(out)),
         }
+    }
+
+    /// Runs the gather for a standard-layout `input` of the plan's shape into `out`.
+    ///
+    /// # Safety
+    /// `out` is C-contiguous storage of the output shape, valid for `store` as
+    /// [`Task::new`] requires, aliasing neither `input` nor the plan.
+    unsafe fn run_standard<A: Clone + Send + Sync, D: Dimension>(
+        &self,
+        op: &'static str,
+        input: &ArrayRef<A, D>,
+        out: *mut A,
+        store: Store,
+    ) -> Result<(), GatherError> {
+        let Standard { loops, axes } = &self.standard;
+        let input = Operand::of(input);
+        // SAFETY: the loops and terms were planned over a C-order stand-in of the input's
+        // shape, whose offsets are those of any standard-layout input of that shape (unit
+        // dimensions contribute no offset); the positions are the very array the loops
+        // index; `out` by this function's contract.
+        let ran = unsafe {
+            match &self.positions {
+                Positions::Narrow(p) => {
+                    Task::new(loops, axes, input, Operand::of(p), out, store).run::<Raise>()
+                }
+                Positions::Wide(p) => {
+                    Task::new(loops, axes, input, Operand::of(p), out, store).run::<Raise>()
+                }
+            }
+        };
+        ran.map_err(|BadIndex| internal(op, "a resolved position was out of range"))
     }
 
     /// Lowers the gather over a stand-in input of the shape, checks and resolves the
@@ -419,41 +488,47 @@ impl GatherPlan {
             shape: input_shape.to_vec(),
         };
         let len = checked_len(input_shape, 1).ok_or_else(overflow)?;
-        // Zero-sized elements: a stand-in of any shape without memory.
+        // Zero-sized elements: a stand-in of any shape without memory, in C order.
         let units = vec![(); len];
-        let stand_in_shape = if lowering == Lowering::Flat {
-            IxDyn(&[len])
-        } else {
-            IxDyn(input_shape)
-        };
-        let stand_in = ArrayViewD::from_shape(stand_in_shape, &units[..]).map_err(|_| overflow())?;
+        let stand_in = ArrayViewD::from_shape(IxDyn(input_shape), &units[..]).map_err(|_| overflow())?;
         let indices = indices.view().into_dyn();
-        let zero = [I::ZERO];
-        let call = lowering.call(op, input_shape, (stand_in, indices.view()), &zero, mode)?;
-        let plan = call.plan(1)?;
-        let narrow = plan.axes.iter().all(|t| t.len <= 1 << 32);
-        let positions = if narrow {
-            Positions::Narrow(resolved(op, &call, &plan, indices.shape())?)
-        } else {
-            Positions::Wide(resolved(op, &call, &plan, indices.shape())?)
-        };
-        Ok(GatherPlan {
-            output_shape: call.final_shape(&plan.out_shape).to_vec(),
+        let views = (stand_in.view(), indices.view());
+        let (output_shape, positions) = lower::with_call(op, &lowering, views, mode, |call| {
+            let plan = call.plan(1)?;
+            let positions = if plan.axes.iter().all(|t| t.len <= 1 << 32) {
+                Positions::Narrow(resolved(op, &call, &plan, indices.shape())?)
+            } else {
+                Positions::Wide(resolved(op, &call, &plan, indices.shape())?)
+            };
+            Ok((call.final_shape(&plan.out_shape).to_vec(), positions))
+        })?;
+        let mut new = GatherPlan {
+            output_shape,
             lowering,
             input_shape: input_shape.to_vec(),
             indices_shape: indices.shape().to_vec(),
             positions,
-        })
+            standard: Standard {
+                loops: Small::new(),
+                axes: Small::new(),
+            },
+        };
+        // The same gather over the stand-in, with the positions as indices.
+        new.standard = match &new.positions {
+            Positions::Narrow(p) => new.call(op, stand_in, p, standard)?,
+            Positions::Wide(p) => new.call(op, stand_in, p, standard)?,
+        };
+        Ok(new)
     }
 
-    /// `input` as a dynamic-rank view, if it has the plan's shape.
-    fn checked_input<'a, A, D: Dimension>(
+    /// Whether `input` has the plan's shape.
+    fn check_input<A, D: Dimension>(
         &self,
         op: &'static str,
-        input: &'a ArrayRef<A, D>,
-    ) -> Result<ArrayViewD<'a, A>, GatherError> {
+        input: &ArrayRef<A, D>,
+    ) -> Result<(), GatherError> {
         if input.shape() == self.input_shape {
-            Ok(input.view().into_dyn())
+            Ok(())
         } else {
             Err(GatherError::InputShape {
                 op,
@@ -479,6 +554,15 @@ impl GatherPlan {
     }
 }
 
+/// The loops (for a C-order output) and axis terms of `call` over a C-order stand-in.
+fn standard<P: GatherIndex>(call: Call<'_, ndarray::ViewRepr<&()>, P>) -> Result<Standard, GatherError> {
+    let plan = call.plan(1)?;
+    Ok(Standard {
+        loops: plan.loops(&c_strides(&plan.out_shape)),
+        axes: plan.axes,
+    })
+}
+
 /// The resolved positions of the call's indices (of the caller's shape `shape`), with the
 /// dimensions along which they repeat reduced to size 1. Values that are never read (an
 /// empty output, no gathered axis) are stored as 0.
@@ -491,7 +575,23 @@ fn resolved<P: Position>(
     let len: usize = shape.iter().product();
     let mut values = Vec::with_capacity(len);
     if plan.out_len > 0 {
-        call.resolve_each(plan, |i| values.push(P::from_position(i)))?;
+        match (call.index_slice(), &plan.axes[..], call.mode()) {
+            // One gathered axis, contiguous indices: a branch-free loop that vectorizes.
+            (Some(indices), [term], IndexMode::Raise) => {
+                let mut good = true;
+                values.extend(indices.iter().map(|&v| {
+                    let (i, ok) = Raise::resolve_or_zero(v, term.len);
+                    good &= ok;
+                    P::from_position(i)
+                }));
+                if !good {
+                    return Err(call
+                        .first_bad_index(plan)
+                        .unwrap_or_else(|| internal(op, "a bad index the scan did not find")));
+                }
+            }
+            _ => call.resolve_each(plan, |i| values.push(P::from_position(i)))?,
+        }
     }
     values.resize(len, P::ZERO);
     let full = ArrayD::from_shape_vec(IxDyn(shape), values)

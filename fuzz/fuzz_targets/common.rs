@@ -119,7 +119,7 @@ fn mode(m: u8) -> (IndexMode, reference::Mode) {
     }
 }
 
-fn check<I>(op: &Op, input: &Input, convert: impl Fn(i64) -> I)
+fn check<I>(op: &Op, input: &Input, planned: bool, convert: impl Fn(i64) -> I)
 where
     I: GatherIndex + TryInto<i128>,
 {
@@ -169,10 +169,35 @@ where
             reference::along_axis(&xv, &iv, axis),
         ),
     };
+    if planned {
+        let shape = xv.shape();
+        let plan = match op {
+            Op::Multiaxis => GatherPlan::multiaxis(shape, &iv, &axes),
+            Op::Gather => GatherPlan::gather(shape, &iv, axis),
+            Op::Elements => GatherPlan::gather_elements(shape, &iv, axis),
+            Op::Nd => GatherPlan::gather_nd(shape, &iv, b),
+            Op::Batched => GatherPlan::gather_batched(shape, &iv, axis, b),
+            Op::Take if input.flat => GatherPlan::take(shape, &iv, None, m),
+            Op::Take => GatherPlan::take(shape, &iv, Some(axis), m),
+            Op::AlongAxis => GatherPlan::take_along_axis(shape, &iv, axis),
+        };
+        match (plan, &got) {
+            (Err(p), Err(g)) => assert_eq!(&p, g, "the plan fails otherwise than the method"),
+            (Ok(plan), Ok(g)) => {
+                assert_eq!(&plan.apply(&xv).unwrap(), g, "apply differs from the method");
+                let c = xv.to_owned();
+                assert_eq!(&plan.apply(&c).unwrap(), g, "apply on a C-order copy differs");
+                let mut out = ArrayD::from_elem(g.raw_dim(), 7u32);
+                plan.apply_into(&xv, &mut out).unwrap();
+                assert_eq!(&out, g, "apply_into differs from the method");
+            }
+            (p, g) => panic!("plan {p:?}, method {g:?}"),
+        }
+    }
     match (got, expected) {
         (Ok(g), Ok(e)) => assert_eq!(g, e, "result differs from the reference"),
-        (Err(_), Err(())) => {}
-        (Ok(g), Err(())) => panic!("accepted what the reference rejects: {g:?}"),
+        (Err(g), Err(e)) => assert_eq!(reference::Fail::of(&g), e, "another error than the reference's: {g}"),
+        (Ok(g), Err(e)) => panic!("accepted what the reference rejects ({e:?}): {g:?}"),
         (Err(e), Ok(_)) => {
             // Multiaxis rank 0 with axes: both reject; anything else is a disagreement.
             panic!("rejected what the reference accepts: {e}")
@@ -189,12 +214,22 @@ where
 }
 
 pub fn run(op: Op, input: &Input) {
+    dispatch(op, input, false);
+}
+
+/// Also builds the method's [`GatherPlan`], which must fail as the method does or gather
+/// the same elements.
+pub fn run_planned(op: Op, input: &Input) {
+    dispatch(op, input, true);
+}
+
+fn dispatch(op: Op, input: &Input, planned: bool) {
     match input.index_type {
-        IndexType::I32 => check(&op, input, |v| v as i32),
-        IndexType::I64 => check(&op, input, |v| v),
-        IndexType::Isize => check(&op, input, |v| v as isize),
-        IndexType::U32 => check(&op, input, |v| v as u32),
-        IndexType::U64 => check(&op, input, |v| v as u64),
-        IndexType::Usize => check(&op, input, |v| v as usize),
+        IndexType::I32 => check(&op, input, planned, |v| v as i32),
+        IndexType::I64 => check(&op, input, planned, |v| v),
+        IndexType::Isize => check(&op, input, planned, |v| v as isize),
+        IndexType::U32 => check(&op, input, planned, |v| v as u32),
+        IndexType::U64 => check(&op, input, planned, |v| v as u64),
+        IndexType::Usize => check(&op, input, planned, |v| v as usize),
     }
 }

@@ -38,8 +38,6 @@ pub(crate) mod walk;
 
 use std::mem::{MaybeUninit, needs_drop};
 
-use ndarray::ArrayViewD;
-
 use self::elements::Axis1;
 pub(crate) use self::elements::Isa;
 pub(crate) use self::scatter::ScatterTask;
@@ -85,6 +83,30 @@ pub(crate) struct Task<'a, A, I> {
 // thread at a time (so `A` must be `Send`). The pointers are valid for the whole call that
 // builds the task (the contract of `Task::new`).
 unsafe impl<A: Send + Sync, I: Sync> Sync for Task<'_, A, I> {}
+
+/// An array operand as the kernel sees it: its first element, and its shape and strides,
+/// which bound the offsets the kernel may form from it.
+#[derive(Clone, Copy)]
+pub(crate) struct Operand<'v, T> {
+    pub ptr: *const T,
+    pub shape: &'v [usize],
+    pub strides: &'v [isize],
+}
+
+impl<'v, T> Operand<'v, T> {
+    /// The operand of an array or view.
+    pub fn of<D: ndarray::Dimension>(a: &'v ndarray::ArrayRef<T, D>) -> Self {
+        Operand {
+            ptr: a.as_ptr(),
+            shape: a.shape(),
+            strides: a.strides(),
+        }
+    }
+
+    fn extent(&self) -> (&'v [usize], &'v [isize]) {
+        (self.shape, self.strides)
+    }
+}
 
 /// The lowest and highest element offsets of `shape` with `strides` (`None` if empty).
 pub(crate) fn span(shape: &[usize], strides: &[isize]) -> Option<(isize, isize)> {
@@ -152,8 +174,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     /// and `axes` of the plan made from `input` and `indices`.
     ///
     /// # Safety
-    /// - the plan was made from these very views (`Plan::new` with their shapes and
-    ///   strides), so that every offset the loops' `inp` / `idx` strides and the axis
+    /// - the plan was made from these very operands (`Plan::new` with their shapes and
+    ///   strides, or with views whose offsets are the same), so that every offset the loops' `inp` / `idx` strides and the axis
     ///   terms can form, with resolved indices below each axis length, is an element of
     ///   `input` / `indices` (checked here with `debug_assert!`);
     /// - `out` points to storage of the output shape with the loops' `out` strides, in
@@ -164,25 +186,20 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     pub unsafe fn new(
         loops: &'a [Loop],
         axes: &'a [AxisTerm],
-        input: &ArrayViewD<'_, A>,
-        indices: &ArrayViewD<'_, I>,
+        input: Operand<'_, A>,
+        indices: Operand<'_, I>,
         out: *mut A,
         store: Store,
     ) -> Self {
         let (lane, outer) = split_innermost(loops);
-        debug_check_reach(
-            loops,
-            axes,
-            (input.shape(), input.strides()),
-            (indices.shape(), indices.strides()),
-        );
+        debug_check_reach(loops, axes, input.extent(), indices.extent());
         let one_axis = axes.len() == 1 && lane.idx == 1 && lane.out == 1;
         Task {
             outer,
             lane,
             axes,
-            inp: input.as_ptr(),
-            idx: indices.as_ptr(),
+            inp: input.ptr,
+            idx: indices.ptr,
             out,
             store,
             isa: if one_axis && lane.len >= 16 {

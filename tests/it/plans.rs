@@ -42,12 +42,18 @@ where
             return Err(format!("apply on {layout:?}: {applied:?}, method {expected:?}"));
         }
     }
-    if let Some(fill) = flat.first() {
-        let mut out = Held::new(expected.shape(), Layout::F, |_| fill.clone());
-        plan.apply_into(input, &mut out.view_mut())
+    // Into an `out` of either order, from the input and from a C-order copy.
+    let c_input = input.to_owned();
+    for (out_layout, input) in [(Layout::F, input.view()), (Layout::C, c_input.view())] {
+        let Some(fill) = flat.first() else { break };
+        let mut out = Held::new(expected.shape(), out_layout, |_| fill.clone());
+        plan.apply_into(&input, &mut out.view_mut())
             .map_err(|e| e.to_string())?;
         if out.view() != expected {
-            return Err(format!("apply_into: {:?}, method {expected:?}", out.view()));
+            return Err(format!(
+                "apply_into {out_layout:?}: {:?}, method {expected:?}",
+                out.view()
+            ));
         }
     }
     Ok(())
@@ -110,8 +116,13 @@ fn one_plan_serves_many_threads_and_element_types() {
             });
         }
     });
+    // Strings (drop glue) through both paths: fresh and assigned output.
     let strings = Array2::from_shape_fn((5, 3), |(i, j)| format!("{i}{j}"));
-    assert_eq!(plan.apply(&strings).unwrap(), strings.gather(&ids, 0).unwrap());
+    let expected = strings.gather(&ids, 0).unwrap();
+    assert_eq!(plan.apply(&strings).unwrap(), expected);
+    let mut out = ndarray::ArrayD::from_elem(expected.raw_dim(), String::from("old"));
+    plan.apply_into(&strings, &mut out).unwrap();
+    assert_eq!(out, expected);
 }
 
 #[test]
