@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")"
 secs="${1:-600}"
 jobs="${JOBS:-$(nproc)}"
-targets=(multiaxis gather gather_elements gather_nd gather_batched take take_along_axis plan)
+targets=(multiaxis gather gather_elements gather_nd gather_batched take take_along_axis plan
+  scatter_multiaxis scatter scatter_elements scatter_nd put_along_axis)
 cargo +nightly fuzz build
 mkdir -p logs
 run() {

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# One-command peer comparison: the workloads W1-W8 in ndarray-gather, NumPy and ONNX
-# Runtime (1 and 2 intra-op threads) on this machine, in one run, as one table.
+# One-command peer comparison: the gather workloads W1-W8 (with the prepared gathers
+# P3-P8) and the scatter workloads S1-S5, S8 in ndarray-gather, NumPy and ONNX Runtime
+# (1 and 2 intra-op threads) on this machine, in one run, as two tables.
 #
 #   benches/peers/compare.sh            # all workloads
-#   benches/peers/compare.sh W1 W7      # some
+#   benches/peers/compare.sh W1 W7 S5   # some
 #
 # Python packages install into benches/peers/.venv from PyPI on first use. CI does not
 # run this. Medians in microseconds; ratios crate / fastest peer (< 1 is faster).
@@ -17,33 +18,59 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-(cd "$root" && cargo build --quiet --release --example workloads)
+(cd "$root" && cargo build --quiet --release --example workloads --example scatter_workloads)
 # Peers and crate take turns per workload, so that a slow spell of this (shared, noisy)
 # machine hits both sides of a ratio rather than one.
 ids=("$@")
-[ ${#ids[@]} -eq 0 ] && ids=(W1 W2 W3 W4 W5 W6 W7 W8)
+[ ${#ids[@]} -eq 0 ] && ids=(W1 W2 W3 W4 W5 W6 W7 W8 S1 S2 S3 S4 S5 S8)
+touch "$tmp/peers.txt" "$tmp/crate.txt" "$tmp/speers.txt" "$tmp/scrate.txt"
 for id in "${ids[@]}"; do
   # OPENBLAS_CORETYPE slows a current numpy; nothing here uses BLAS, but unset it anyway.
-  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" "$here/peers.py" "$id" >> "$tmp/peers.txt"
-  "$root/target/release/examples/workloads" "$id" >> "$tmp/crate.txt"
+  case "$id" in
+    S*)
+      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" "$here/scatter_peers.py" "$id" >> "$tmp/speers.txt"
+      "$root/target/release/examples/scatter_workloads" "$id" >> "$tmp/scrate.txt" ;;
+    *)
+      env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" "$here/peers.py" "$id" >> "$tmp/peers.txt"
+      "$root/target/release/examples/workloads" "$id" >> "$tmp/crate.txt" ;;
+  esac
 done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%Y-%m-%d)"
-"$venv/bin/python" - "$tmp/crate.txt" "$tmp/peers.txt" <<'PY'
+"$venv/bin/python" - "$tmp/crate.txt" "$tmp/peers.txt" "$tmp/scrate.txt" "$tmp/speers.txt" <<'PY'
 import sys
-rows = {}
-for path in sys.argv[1:]:
-    for line in open(path):
-        wid, what, ns = line.split()
-        rows.setdefault(wid, {})[what] = float(ns)
-cols = ["alloc", "into", "memcpy", "memcpy2", "numpy", "numpy_out", "ort1", "ort2"]
-print("| workload | crate alloc | crate into | memcpy 1T | memcpy 2T | numpy | numpy out= | ORT 1T | ORT 2T | into / best peer | alloc / numpy | into / memcpy |")
-print("|---|" + "---:|" * 11)
-for wid, r in rows.items():
-    peers = [r[p] for p in ("numpy", "numpy_out", "ort1", "ort2") if p in r]
-    best = min(peers)
-    cell = lambda k: f"{r[k] / 1000:.3f}" if k in r else "-"
-    print(f"| {wid} | " + " | ".join(cell(k) for k in cols)
-          + f" | {r['into'] / best:.2f} | {r['alloc'] / r['numpy']:.2f} | {r['into'] / r['memcpy']:.2f} |")
-print("\ntimes in microseconds (medians); memcpy 1T = one thread copying the output's bytes,"
-      " memcpy 2T = two threads copying half each (one spawned for it)")
+def load(*paths):
+    rows = {}
+    for path in paths:
+        for line in open(path):
+            wid, what, ns = line.split()
+            rows.setdefault(wid, {})[what] = float(ns)
+    return rows
+rows = load(sys.argv[1], sys.argv[2])
+if rows:
+    cols = ["alloc", "into", "plan_into", "plan_build", "memcpy", "memcpy2", "numpy", "numpy_out", "ort1", "ort2"]
+    print("| workload | crate alloc | crate into | plan into | plan build | memcpy 1T | memcpy 2T | numpy | numpy out= | ORT 1T | ORT 2T | into / best peer | alloc / numpy | into / memcpy | plan into / into | plan build / alloc |")
+    print("|---|" + "---:|" * 15)
+    for wid, r in rows.items():
+        peers = [r[p] for p in ("numpy", "numpy_out", "ort1", "ort2") if p in r]
+        best = min(peers)
+        cell = lambda k: f"{r[k] / 1000:.3f}" if k in r else "-"
+        print(f"| {wid} | " + " | ".join(cell(k) for k in cols)
+              + f" | {r['into'] / best:.2f} | {r['alloc'] / r['numpy']:.2f} | {r['into'] / r['memcpy']:.2f}"
+              + f" | {r['plan_into'] / r['into']:.2f} | {r['plan_build'] / r['alloc']:.2f} |")
+    print("\ntimes in microseconds (medians); memcpy 1T = one thread copying the output's bytes,"
+          " memcpy 2T = two threads copying half each (one spawned for it); plan = GatherPlan::apply_into"
+          " (P3-P8), its plan built once")
+srows = load(sys.argv[3], sys.argv[4])
+if srows:
+    cols = ["scatter", "memcpy", "numpy", "numpy_bincount", "ort1", "ort2"]
+    print("\n| workload | crate | memcpy 1T | numpy | np.bincount | ORT 1T | ORT 2T | crate / best peer | crate / memcpy |")
+    print("|---|" + "---:|" * 8)
+    for wid, r in srows.items():
+        best = min(r[p] for p in ("numpy", "numpy_bincount", "ort1", "ort2") if p in r)
+        cell = lambda k: f"{r[k] / 1000:.3f}" if k in r else "-"
+        mem = f"{r['scatter'] / r['memcpy']:.2f}" if r.get("memcpy") else "-"
+        print(f"| {wid} | " + " | ".join(cell(k) for k in cols) + f" | {r['scatter'] / best:.2f} | {mem} |")
+    print("\nscatter times in microseconds (medians), destination reset untimed; memcpy 1T = one thread"
+          " copying the updates' bytes (S5: the indices'); ORT returns a new tensor, so its times include"
+          " copying the data")
 PY

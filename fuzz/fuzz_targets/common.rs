@@ -233,3 +233,90 @@ fn dispatch(op: Op, input: &Input, planned: bool) {
         IndexType::Usize => check(&op, input, planned, |v| v as usize),
     }
 }
+
+/// A scatter with `Add` (`Replace` for `put_along_axis`) into a C-order `self`, indices
+/// and updates in the input's layouts, against a one-at-a-time loop over the addresses the
+/// matching reference gather reads from an array of addresses; an error must match the
+/// reference's and leave `self` unchanged.
+fn check_scatter<I>(op: &Op, input: &Input, convert: impl Fn(i64) -> I)
+where
+    I: GatherIndex + TryInto<i128>,
+{
+    let in_shape = dims(&input.input_shape);
+    let idx_shape = dims(&input.indices_shape);
+    let count: usize = idx_shape.iter().product::<usize>().max(1);
+    if count > 4096 {
+        return;
+    }
+    let values: Vec<I> = (0..count)
+        .map(|i| convert(input.values.get(i % input.values.len().max(1)).copied().unwrap_or(0)))
+        .collect();
+    let i = Held::new(&idx_shape, input.indices_layout, |p| values[p % values.len()]);
+    let iv = i.view();
+    let n: usize = in_shape.iter().product();
+    let addresses = ArrayD::from_shape_vec(IxDyn(&in_shape), (0..n as i64).collect()).unwrap();
+    let av = addresses.view();
+    let axis = input.axis as isize;
+    let axes: Vec<usize> = input.axes.iter().take(4).map(|&a| (a % 7) as usize).collect();
+    let b = (input.batch_dims % 4) as usize;
+    let gather = |iv: &ArrayViewD<I>| match op {
+        Op::Multiaxis => reference::multiaxis(&av, iv, &axes),
+        Op::Gather => reference::gather(&av, iv, axis, reference::Mode::Raise),
+        Op::Elements => reference::elements(&av, iv, axis),
+        Op::Nd => reference::nd(&av, iv, b),
+        _ => reference::along_axis(&av, iv, axis),
+    };
+    if matches!(op, Op::Batched | Op::Take) {
+        return;
+    }
+    let targets = gather(&iv);
+    // Updates of the gather's output shape, in the input's layout. Where an index is out of
+    // range, the shape is that of the same gather with every index 0.
+    let zeros = Held::new(&idx_shape, input.indices_layout, |_| convert(0));
+    let upd_shape = match (&targets, &gather(&zeros.view())) {
+        (Ok(t), _) | (Err(_), Ok(t)) => t.shape().to_vec(),
+        (Err(_), Err(_)) => idx_shape.clone(),
+    };
+    let u = Held::new(&upd_shape, input.input_layout, |p| (p % 7) as i64 + 1);
+    let uv = u.view();
+    let dest0 = ArrayD::from_shape_vec(IxDyn(&in_shape), (0..n as i64).map(|p| p * 3).collect()).unwrap();
+    let mut got = dest0.clone();
+    let result = match op {
+        Op::Multiaxis => got.scatter_multiaxis(&iv, &axes, &uv, reduce::Add),
+        Op::Gather => got.scatter(&iv, &uv, axis, reduce::Add),
+        Op::Elements => got.scatter_elements(&iv, &uv, axis, reduce::Add),
+        Op::Nd => got.scatter_nd(&iv, &uv, b, reduce::Add),
+        Op::AlongAxis => got.put_along_axis(&iv, &uv, axis),
+        Op::Batched | Op::Take => return,
+    };
+    match (result, targets) {
+        (Ok(()), Ok(t)) => {
+            let mut expected = dest0;
+            let flat = expected.as_slice_mut().unwrap();
+            for (&a, &v) in t.iter().zip(uv.iter()) {
+                match op {
+                    Op::AlongAxis => flat[a as usize] = v,
+                    _ => flat[a as usize] += v,
+                }
+            }
+            assert_eq!(got, expected, "the scatter differs from one update at a time");
+        }
+        (Err(e), Err(f)) => {
+            assert_eq!(reference::Fail::of(&e), f, "another error than the reference's: {e}");
+            assert_eq!(got, dest0, "an error changed self: {e}");
+        }
+        (Ok(()), Err(f)) => panic!("accepted what the reference rejects: {f:?}"),
+        (Err(e), Ok(_)) => panic!("rejected what the reference accepts: {e}"),
+    }
+}
+
+pub fn run_scatter(op: Op, input: &Input) {
+    match input.index_type {
+        IndexType::I32 => check_scatter(&op, input, |v| v as i32),
+        IndexType::I64 => check_scatter(&op, input, |v| v),
+        IndexType::Isize => check_scatter(&op, input, |v| v as isize),
+        IndexType::U32 => check_scatter(&op, input, |v| v as u32),
+        IndexType::U64 => check_scatter(&op, input, |v| v as u64),
+        IndexType::Usize => check_scatter(&op, input, |v| v as usize),
+    }
+}

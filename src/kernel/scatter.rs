@@ -13,17 +13,23 @@
 //! Indices are all checked first, in a read-only pass ([`ScatterTask::check`]), so that a
 //! bad one is reported before anything is written.
 
+use std::mem::needs_drop;
+
 use ndarray::{ArrayViewD, ArrayViewMutD};
 
 use super::schedule::{self, Ranges};
 use super::walk::{At, Visit, positions, split_innermost, walk};
 use super::{BadIndex, debug_check_reach, locate, span};
-use crate::index::{GatherIndex, Raise};
+use crate::index::{GatherIndex, Raise, Resolve};
 use crate::plan::{AxisTerm, Loop};
 use crate::reduce::Reducer;
 
 /// Index checks are handed out in ranges of about this many index bytes.
 const CHECK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 18 };
+
+/// Scatters into destinations smaller than this (in bytes, whole span) run on one
+/// thread: each part would re-read all indices and updates to write a cache-resident few.
+const DST_PARALLEL_BYTES: usize = if cfg!(miri) { 0 } else { 1 << 20 };
 
 /// A scatter ready to run.
 pub(crate) struct ScatterTask<'a, A, I> {
@@ -45,7 +51,7 @@ pub(crate) struct ScatterTask<'a, A, I> {
 // pointers are valid for the whole call that builds the task (`ScatterTask::new`).
 unsafe impl<A: Send + Sync, I: Sync> Sync for ScatterTask<'_, A, I> {}
 
-impl<'a, A: Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
+impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
     /// A scatter over `loops` (from [`Plan::loops`](crate::plan::Plan::loops) with the
     /// updates' strides, never empty) and `axes` of the plan made from `dst` (as the input)
     /// and `indices`.
@@ -120,12 +126,18 @@ impl<'a, A: Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         if total == 0 {
             return;
         }
-        let parts = if schedule::worth_parallel(total.saturating_mul(size_of::<A>())) {
+        let (lo, hi) = self.span;
+        // Each part walks every position, so parts pay only when their updates' random
+        // writes cost more than re-reading the indices: when the destination does not fit
+        // in cache. (A histogram's few bins are written fastest by one thread.)
+        let dst_bytes = ((hi - lo) as usize + 1).saturating_mul(size_of::<A>());
+        let parts = if schedule::worth_parallel(total.saturating_mul(size_of::<A>()))
+            && dst_bytes >= DST_PARALLEL_BYTES
+        {
             schedule::threads()
         } else {
             1
         };
-        let (lo, hi) = self.span;
         let width = (hi - lo) / parts as isize + 1;
         let part = |p: usize| {
             let own = (
@@ -164,6 +176,17 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
         let t = self.task;
         let (first, last) = if t.lane.idx == 0 { (0, 1) } else { (first, last) };
         let mut good = true;
+        if let ([a], 1) = (t.axes, t.lane.idx) {
+            // One axis, contiguous indices: a slice, checked branch-free (vectorizes).
+            // SAFETY: the lane's indices `first..last` are elements of the indices.
+            let run = unsafe {
+                std::slice::from_raw_parts(t.idx.offset(at.idx + a.comp + first as isize), last - first)
+            };
+            for &v in run {
+                good &= Raise::resolve_or_zero(v, a.len).1;
+            }
+            return if good { Ok(()) } else { Err(BadIndex) };
+        }
         for i in first as isize..last as isize {
             // SAFETY: the lane's coordinates are elements of the indices (`new`'s contract).
             good &= unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx + i * t.lane.idx) }.1;
@@ -193,7 +216,7 @@ impl<A: Send + Sync, I: GatherIndex, R: Reducer<A>> Apply<'_, '_, A, I, R> {
     }
 }
 
-impl<A: Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, '_, A, I, R> {
+impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, '_, A, I, R> {
     unsafe fn lanes(&mut self, _: Loop, _: usize, _: At) -> Result<(), BadIndex> {
         Err(BadIndex) // never asked for: the walk runs lane by lane
     }
@@ -233,6 +256,36 @@ impl<A: Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, '_, A, I
             }
             return Ok(());
         }
+        if let ([a], false) = (t.axes, needs_drop::<A>()) {
+            // One gathered axis (scatter, scatter_elements, put_along_axis), the loop
+            // invariants hoisted, and no branch on ownership (it is random when the
+            // destinations are, and a mispredicted branch costs more than the update): an
+            // update that is not ours goes to a scratch copy of one of our elements.
+            // SAFETY: `lo` is an element of the destination (spans are non-empty).
+            let mut scratch = unsafe { (*t.dst.offset(lo)).clone() };
+            let scratch: *mut A = &mut scratch;
+            let (dst, reducer) = (t.dst, self.reducer);
+            // The lane's first index and update, and its first destination before the index.
+            let (idx, upd, base) = (
+                t.idx.wrapping_offset(at.idx + a.comp),
+                t.upd.wrapping_offset(at.out),
+                at.inp,
+            );
+            for i in first as isize..last as isize {
+                // SAFETY: index `i` of the lane exists and was checked: `< a.len`.
+                let (g, _) = Raise::resolve_or_zero(unsafe { *idx.offset(i * l.idx) }, a.len);
+                let d = base + i * l.inp + g as isize * a.stride;
+                let slot = if lo <= d && d < hi {
+                    dst.wrapping_offset(d)
+                } else {
+                    scratch
+                };
+                // SAFETY: `slot` is destination element `d`, in our span, or the scratch
+                // value; update `i` of the lane exists and aliases neither.
+                unsafe { reducer.reduce(&mut *slot, &*upd.offset(i * l.out)) };
+            }
+            return Ok(());
+        }
         for i in first as isize..last as isize {
             // SAFETY: the coordinate is an element of the indices, already checked.
             let g = unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx + i * l.idx) }.0;
@@ -255,6 +308,17 @@ fn owned(
     (lo, hi): (isize, isize),
 ) -> std::ops::Range<usize> {
     let (a, b) = (range.start as isize, range.end as isize);
+    if a < b {
+        // Most blocks lie wholly inside or outside the span: no division then.
+        let (p, q) = (d0 + a * step, d0 + (b - 1) * step);
+        let (min, max) = (p.min(q), p.max(q));
+        if lo <= min && max < hi {
+            return range;
+        }
+        if max < lo || min >= hi {
+            return range.start..range.start;
+        }
+    }
     let (first, last) = match step {
         0 if lo <= d0 && d0 < hi => (a, b),
         0 => (a, a),

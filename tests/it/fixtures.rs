@@ -69,7 +69,11 @@ fn same_kind(op: &str, kind: &str, e: &GatherError) -> bool {
         "AxisError" => matches!(e, AxisOutOfBounds { .. }),
         "ValueError" => matches!(
             e,
-            ShapeMismatch { .. } | RankMismatch { .. } | BatchDims { .. } | CoordinateFold { .. }
+            ShapeMismatch { .. }
+                | RankMismatch { .. }
+                | BatchDims { .. }
+                | CoordinateFold { .. }
+                | UpdatesShape { .. }
         ),
         _ => false,
     }
@@ -185,7 +189,8 @@ fn run_case(c: &Case) -> Result<(), String> {
 #[test]
 #[cfg_attr(miri, ignore = "reads 900 files: run natively")]
 fn every_fixture_matches() {
-    let cases = cases();
+    // (The scatters have their own test below.)
+    let cases: Vec<Case> = cases().into_iter().filter(|c| !is_scatter(c)).collect();
     assert!(cases.len() > 250, "only {} fixture cases", cases.len());
     let failures: Vec<String> = cases
         .iter()
@@ -240,4 +245,119 @@ fn fixtures_cover_every_source_and_wrapper() {
         );
     }
     assert!(cases.iter().any(|c| c.get("expect").starts_with("error:")));
+}
+
+fn is_scatter(c: &Case) -> bool {
+    c.op.starts_with("scatter") || c.op == "put_along_axis"
+}
+
+/// Runs one scatter case with element type `A` and index type `I`: the data after the
+/// call must be exactly the recorded one, or the error NumPy's class names, with the data
+/// unchanged.
+fn run_scatter<A, I>(c: &Case, data: ArrayD<A>, indices: ArrayD<I>) -> Result<(), String>
+where
+    A: ReadableElement + Copy + PartialOrd + num_traits::NumAssignOps + Send + Sync + std::fmt::Debug,
+    I: GatherIndex,
+{
+    let file = c.get("updates");
+    let updates: ArrayD<A> = read(file).ok_or(format!("cannot read {file} as the data's type"))?;
+    let reduction: Reduction = match c.op.as_str() {
+        "put_along_axis" => Reduction::Replace,
+        _ => c.get("reduction").parse().map_err(|e| format!("{e}"))?,
+    };
+    let mut x = data.clone();
+    let got = match c.op.as_str() {
+        "scatter" => x.scatter(&indices, &updates, c.int("axis"), reduction),
+        "scatter_elements" => x.scatter_elements(&indices, &updates, c.int("axis"), reduction),
+        "scatter_nd" => x.scatter_nd(&indices, &updates, c.int("batch_dims") as usize, reduction),
+        "put_along_axis" => x.put_along_axis(&indices, &updates, c.int("axis")),
+        op => return Err(format!("unknown op {op}")),
+    };
+    // Equal, NaN matching NaN.
+    let nan = |v: &A| v.partial_cmp(v).is_none();
+    let same = |a: &ArrayD<A>, b: &ArrayD<A>| {
+        a.shape() == b.shape() && a.iter().zip(b).all(|(p, q)| p == q || (nan(p) && nan(q)))
+    };
+    match (c.get("expect").strip_prefix("error:"), got) {
+        (Some(kind), Err(e)) if same_kind(&c.op, kind, &e) => {
+            if same(&x, &data) {
+                Ok(())
+            } else {
+                Err(format!("{e} but the data changed: {x:?}"))
+            }
+        }
+        (Some(kind), Err(e)) => Err(format!("expected a {kind}, got {e:?}")),
+        (Some(kind), Ok(())) => Err(format!("expected a {kind}, got {x:?}")),
+        (None, Err(e)) => Err(format!("unexpected error: {e}")),
+        (None, Ok(())) => {
+            let file = c.get("expect");
+            let expected: ArrayD<A> = read(file).ok_or(format!("cannot read {file}"))?;
+            if same(&x, &expected) {
+                Ok(())
+            } else {
+                Err(format!("got {x:?}\nexpected {expected:?}"))
+            }
+        }
+    }
+}
+
+fn run_scatter_case(c: &Case) -> Result<(), String> {
+    fn with<A>(c: &Case, data: ArrayD<A>) -> Result<(), String>
+    where
+        A: ReadableElement + Copy + PartialOrd + num_traits::NumAssignOps + Send + Sync + std::fmt::Debug,
+    {
+        let file = c.get("indices");
+        if let Some(i) = read::<i64>(file) {
+            run_scatter(c, data, i)
+        } else if let Some(i) = read::<i32>(file) {
+            run_scatter(c, data, i)
+        } else {
+            Err(format!("unsupported index type in {file}"))
+        }
+    }
+    let file = c.get("data");
+    if let Some(d) = read::<f32>(file) {
+        with(c, d)
+    } else if let Some(d) = read::<f64>(file) {
+        with(c, d)
+    } else if let Some(d) = read::<i64>(file) {
+        with(c, d)
+    } else if let Some(d) = read::<i32>(file) {
+        with(c, d)
+    } else {
+        Err(format!("unsupported element type in {file}"))
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "reads hundreds of files: run natively")]
+fn every_scatter_fixture_matches() {
+    let cases: Vec<Case> = cases().into_iter().filter(is_scatter).collect();
+    for (prefix, op) in [
+        ("onnx_scatter_elements", "scatter_elements"),
+        ("onnx_scatternd_", "scatter_nd"),
+        ("np_add_at", "scatter"),
+        ("np_min_at", "scatter"),
+        ("np_fancy_assign", "scatter"),
+        ("np_put_along_axis", "put_along_axis"),
+    ] {
+        assert!(
+            cases
+                .iter()
+                .any(|c| c.name.starts_with(prefix) && c.op == op && !c.get("expect").starts_with("error")),
+            "no valid {prefix} fixture"
+        );
+    }
+    assert!(cases.iter().any(|c| c.get("expect").starts_with("error:")));
+    let failures: Vec<String> = cases
+        .iter()
+        .filter_map(|c| run_scatter_case(c).err().map(|e| format!("{}: {e}", c.name)))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} of {} scatter fixtures failed:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
