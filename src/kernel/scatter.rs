@@ -17,6 +17,7 @@ use std::mem::needs_drop;
 
 use ndarray::{ArrayViewD, ArrayViewMutD};
 
+use super::blocks::prefetch_block;
 use super::schedule::{self, Ranges};
 use super::walk::{At, Visit, positions, split_innermost, walk};
 use super::{BadIndex, debug_check_reach, locate, span};
@@ -26,6 +27,9 @@ use crate::reduce::Reducer;
 
 /// Index checks are handed out in ranges of about this many index bytes.
 const CHECK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 18 };
+
+/// Block lanes located ahead of their combination, at most.
+const RING: usize = 64;
 
 /// Scatters into destinations smaller than this (in bytes, whole span) run on one
 /// thread: each part would re-read all indices and updates to write a cache-resident few.
@@ -126,6 +130,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         if total == 0 {
             return;
         }
+        // Rows of block lanes come whole, to be prefetched.
+        let blocks = self.lane.idx == 0 && !self.axes.is_empty();
         let (lo, hi) = self.span;
         // Each part walks every position, so parts pay only when their updates' random
         // writes cost more than re-reading the indices: when the destination does not fit
@@ -151,7 +157,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
             };
             // SAFETY: `ScatterTask::new`'s contract; indices were checked; each part writes
             // only the elements in its own span of offsets.
-            unsafe { walk(self.outer, self.lane.len, false, 0, total, &mut v) }
+            unsafe { walk(self.outer, self.lane.len, blocks, 0, total, &mut v) }
         };
         if parts == 1 {
             let _ = part(0);
@@ -203,6 +209,40 @@ struct Apply<'t, 'a, A, I, R> {
 }
 
 impl<A: Send + Sync, I: GatherIndex, R: Reducer<A>> Apply<'_, '_, A, I, R> {
+    /// Combines positions `range` of a block lane whose destinations are `d0 + i * inp`
+    /// and updates `u0 + i * out` (the lane's strides), those in our span only.
+    ///
+    /// # Safety
+    /// The lane exists: `d0` is its destination at a checked coordinate, `u0` its first
+    /// update.
+    #[inline(always)]
+    unsafe fn block(&self, d0: isize, u0: isize, range: std::ops::Range<usize>) {
+        let t = self.task;
+        let l = t.lane;
+        let mine = owned(d0, l.inp, range, self.own);
+        if l.inp == 1 && l.out == 1 {
+            // Contiguous on both sides: slices, which the compiler can vectorize.
+            let n = mine.len();
+            // SAFETY: the run is within the lane's destinations (ours alone) and its
+            // updates, which do not overlap.
+            let (d, u) = unsafe {
+                (
+                    std::slice::from_raw_parts_mut(t.dst.offset(d0 + mine.start as isize), n),
+                    std::slice::from_raw_parts(t.upd.offset(u0 + mine.start as isize), n),
+                )
+            };
+            for (x, v) in d.iter_mut().zip(u) {
+                self.reducer.reduce(x, v);
+            }
+        } else {
+            for i in mine {
+                let i = i as isize;
+                // SAFETY: destination `i` of the lane is in our span; update `i` exists.
+                unsafe { self.apply(d0 + i * l.inp, u0 + i * l.out) };
+            }
+        }
+    }
+
     /// Combines the update at offset `u` into the destination element at offset `d`.
     ///
     /// # Safety
@@ -217,8 +257,36 @@ impl<A: Send + Sync, I: GatherIndex, R: Reducer<A>> Apply<'_, '_, A, I, R> {
 }
 
 impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, '_, A, I, R> {
-    unsafe fn lanes(&mut self, _: Loop, _: usize, _: At) -> Result<(), BadIndex> {
-        Err(BadIndex) // never asked for: the walk runs lane by lane
+    /// A row of block lanes as a pipeline: each block's coordinate is located once, and
+    /// its destination prefetched (if ours), a few lanes (about 4 KiB of blocks) before
+    /// its updates are combined, so that random writes overlap.
+    unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
+        let t = self.task;
+        let (n, (lo, hi)) = (t.lane.len, self.own);
+        let bytes = n * size_of::<A>();
+        let ahead = (4096 / bytes.max(1)).clamp(1, RING).min(count);
+        let locate_at = |k: usize| {
+            let lane = at.step(&row, k as isize);
+            // SAFETY: lane `k` of the row exists; its coordinate was checked.
+            let d = lane.inp + unsafe { locate::<I, Raise>(t.idx, t.axes, lane.idx) }.0;
+            if lo <= d && d < hi {
+                prefetch_block(t.dst.wrapping_offset(d), bytes);
+            }
+            d
+        };
+        let mut ring = [0isize; RING];
+        for (k, r) in ring[..ahead].iter_mut().enumerate() {
+            *r = locate_at(k);
+        }
+        for k in 0..count {
+            let d0 = ring[k % RING];
+            if k + ahead < count {
+                ring[(k + ahead) % RING] = locate_at(k + ahead);
+            }
+            // SAFETY: lane `k` of the row exists, its first destination is `d0`.
+            unsafe { self.block(d0, at.out + k as isize * row.out, 0..n) };
+        }
+        Ok(())
     }
 
     #[inline(always)]
@@ -232,28 +300,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, 
             // A block: one coordinate, destinations `d0 + i * l.inp`.
             // SAFETY: the coordinate is an element of the indices, already checked.
             let d0 = at.inp + unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx) }.0;
-            let mine = owned(d0, l.inp, first..last, (lo, hi));
-            if l.inp == 1 && l.out == 1 {
-                // Contiguous on both sides: slices, which the compiler can vectorize.
-                let n = mine.len();
-                // SAFETY: the run is within the lane's destinations (ours alone) and its
-                // updates, which do not overlap.
-                let (d, u) = unsafe {
-                    (
-                        std::slice::from_raw_parts_mut(t.dst.offset(d0 + mine.start as isize), n),
-                        std::slice::from_raw_parts(t.upd.offset(at.out + mine.start as isize), n),
-                    )
-                };
-                for (x, v) in d.iter_mut().zip(u) {
-                    self.reducer.reduce(x, v);
-                }
-            } else {
-                for i in mine {
-                    let i = i as isize;
-                    // SAFETY: destination `i` of the lane is in our span; update `i` exists.
-                    unsafe { self.apply(d0 + i * l.inp, at.out + i * l.out) };
-                }
-            }
+            // SAFETY: `d0` is the lane's first destination, `at.out` its first update.
+            unsafe { self.block(d0, at.out, first..last) };
             return Ok(());
         }
         if let ([a], false) = (t.axes, needs_drop::<A>()) {
@@ -299,6 +347,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, 
     }
 }
 
+#[inline(always)]
 /// The positions `i` in `range` whose offset `d0 + i * step` lies in `lo..hi`, in order
 /// (they are consecutive: offsets are monotone in `i`).
 fn owned(
