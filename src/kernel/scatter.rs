@@ -319,6 +319,18 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, 
                 t.upd.wrapping_offset(at.out),
                 at.inp,
             );
+            if lo <= t.span.0 && t.span.1 < hi {
+                // One part owns everything: no ownership test at all.
+                for i in first as isize..last as isize {
+                    // SAFETY: index `i` of the lane exists and was checked: `< a.len`.
+                    let (g, _) = Raise::resolve_or_zero(unsafe { *idx.offset(i * l.idx) }, a.len);
+                    let d = base + i * l.inp + g as isize * a.stride;
+                    // SAFETY: `d` is a destination element (ours: we own all); update `i`
+                    // of the lane exists and does not alias it.
+                    unsafe { reducer.reduce(&mut *dst.offset(d), &*upd.offset(i * l.out)) };
+                }
+                return Ok(());
+            }
             for i in first as isize..last as isize {
                 // SAFETY: index `i` of the lane exists and was checked: `< a.len`.
                 let (g, _) = Raise::resolve_or_zero(unsafe { *idx.offset(i * l.idx) }, a.len);
