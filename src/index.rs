@@ -6,8 +6,8 @@ mod private {
     pub trait Sealed {}
 }
 
-/// An integer type that can be used as gather indices: `i32`, `i64`, `isize`, `u32`,
-/// `u64` and `usize`.
+/// An integer type that can be used as gather indices: `i32`, `i64`, `isize`, `u16`,
+/// `u32`, `u64` and `usize`.
 ///
 /// The trait is sealed: its methods are an implementation detail and it cannot be
 /// implemented outside this crate, so that index types can be added without breaking
@@ -89,7 +89,7 @@ macro_rules! unsigned_index {
 }
 
 signed_index!(i32, i64, isize);
-unsigned_index!(u32, u64, usize);
+unsigned_index!(u16, u32, u64, usize);
 
 /// What an index outside `0..len` means, as numpy.take's `mode` argument.
 ///

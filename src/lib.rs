@@ -31,7 +31,7 @@
 //!
 //! # Indices and errors
 //!
-//! Indices may be `i32`, `i64`, `isize`, `u32`, `u64` or `usize` ([`GatherIndex`]).
+//! Indices may be `i32`, `i64`, `isize`, `u16`, `u32`, `u64` or `usize` ([`GatherIndex`]).
 //! Negative indices count from the end once, as in ONNX and numpy; [`GatherExt::take`]
 //! also offers numpy's `wrap` and `clip` modes ([`IndexMode`]). Every bad shape, axis or
 //! index is a [`GatherError`] naming the values, never a panic. Where the libraries

@@ -79,17 +79,36 @@ struct Standard {
     axes: Small<AxisTerm>,
 }
 
-/// Resolved positions, of the indices' rank, with size 1 where they repeat.
+/// Resolved positions, of the indices' rank, with size 1 where they repeat, in the
+/// narrowest type that holds every gathered axis's positions.
 #[derive(Debug, Clone)]
 enum Positions {
-    Narrow(ArrayD<u32>),
+    U16(ArrayD<u16>),
+    U32(ArrayD<u32>),
     Wide(ArrayD<usize>),
+}
+
+/// `$body` with `$p` bound to the stored positions, whatever their type.
+macro_rules! with_positions {
+    ($positions:expr, $p:ident => $body:expr) => {
+        match $positions {
+            Positions::U16($p) => $body,
+            Positions::U32($p) => $body,
+            Positions::Wide($p) => $body,
+        }
+    };
 }
 
 /// A type resolved positions are stored in.
 trait Position: GatherIndex + PartialEq {
     /// `i`, which the caller knows fits.
     fn from_position(i: usize) -> Self;
+}
+
+impl Position for u16 {
+    fn from_position(i: usize) -> Self {
+        i as u16
+    }
 }
 
 impl Position for u32 {
@@ -388,10 +407,7 @@ impl GatherPlan {
             };
         }
         let input = input.view().into_dyn();
-        match &self.positions {
-            Positions::Narrow(p) => self.call(OP, input, p, |call| call.alloc()),
-            Positions::Wide(p) => self.call(OP, input, p, |call| call.alloc()),
-        }
+        with_positions!(&self.positions, p => self.call(OP, input, p, |call| call.alloc()))
     }
 
     /// Gathers from `input` into `out`, which must have exactly the plan's output shape
@@ -437,10 +453,7 @@ impl GatherPlan {
             return unsafe { self.run_standard(OP, input, out.as_mut_ptr(), Store::Assign) };
         }
         let (input, out) = (input.view().into_dyn(), out.view_mut().into_dyn());
-        match &self.positions {
-            Positions::Narrow(p) => self.call(OP, input, p, |call| call.into(out)),
-            Positions::Wide(p) => self.call(OP, input, p, |call| call.into(out)),
-        }
+        with_positions!(&self.positions, p => self.call(OP, input, p, |call| call.into(out)))
     }
 
     /// Runs the gather for a standard-layout `input` of the plan's shape into `out`.
@@ -462,14 +475,9 @@ impl GatherPlan {
         // dimensions contribute no offset); the positions are the very array the loops
         // index; `out` by this function's contract.
         let ran = unsafe {
-            match &self.positions {
-                Positions::Narrow(p) => {
-                    Task::new(loops, axes, input, Operand::of(p), out, store).run::<Raise>()
-                }
-                Positions::Wide(p) => {
-                    Task::new(loops, axes, input, Operand::of(p), out, store).run::<Raise>()
-                }
-            }
+            with_positions!(&self.positions, p => {
+                Task::new(loops, axes, input, Operand::of(p), out, store).run::<Raise>()
+            })
         };
         ran.map_err(|BadIndex| internal(op, "a resolved position was out of range"))
     }
@@ -495,10 +503,14 @@ impl GatherPlan {
         let views = (stand_in.view(), indices.view());
         let (output_shape, positions) = lower::with_call(op, &lowering, views, mode, |call| {
             let plan = call.plan(1)?;
-            let positions = if plan.axes.iter().all(|t| t.len <= 1 << 32) {
-                Positions::Narrow(resolved(op, &call, &plan, indices.shape())?)
+            let longest = plan.axes.iter().map(|t| t.len).max().unwrap_or(0);
+            let shape = indices.shape();
+            let positions = if longest <= 1 << 16 {
+                Positions::U16(resolved(op, &call, &plan, shape)?)
+            } else if longest <= 1 << 32 {
+                Positions::U32(resolved(op, &call, &plan, shape)?)
             } else {
-                Positions::Wide(resolved(op, &call, &plan, indices.shape())?)
+                Positions::Wide(resolved(op, &call, &plan, shape)?)
             };
             Ok((call.final_shape(&plan.out_shape).to_vec(), positions))
         })?;
@@ -514,10 +526,7 @@ impl GatherPlan {
             },
         };
         // The same gather over the stand-in, with the positions as indices.
-        new.standard = match &new.positions {
-            Positions::Narrow(p) => new.call(op, stand_in, p, standard)?,
-            Positions::Wide(p) => new.call(op, stand_in, p, standard)?,
-        };
+        new.standard = with_positions!(&new.positions, p => new.call(op, stand_in, p, standard)?);
         Ok(new)
     }
 
@@ -631,13 +640,13 @@ mod tests {
         let ids = Array2::from_shape_fn((4, 3), |(_, j)| j as i64 - 1);
         let plan = GatherPlan::take_along_axis(&[4, 5], &ids, 1).unwrap();
         match &plan.positions {
-            Positions::Narrow(p) => assert_eq!(p, &array![[4_u32, 0, 1]].into_dyn()),
+            Positions::U16(p) => assert_eq!(p, &array![[4_u16, 0, 1]].into_dyn()),
             p => panic!("{p:?}"),
         }
         // Nothing repeats: all twelve kept.
         let ids = Array2::from_shape_fn((4, 3), |(i, j)| (i + j) as i64);
         let plan = GatherPlan::take_along_axis(&[4, 6], &ids, 1).unwrap();
-        assert!(matches!(&plan.positions, Positions::Narrow(p) if p.shape() == [4, 3]));
+        assert!(matches!(&plan.positions, Positions::U16(p) if p.shape() == [4, 3]));
     }
 
     #[test]
@@ -649,7 +658,11 @@ mod tests {
             p => panic!("{p:?}"),
         }
         let plan = GatherPlan::gather(&[1 << 32], &array![-1_i64], 0).unwrap();
-        assert!(matches!(&plan.positions, Positions::Narrow(p) if p[[0]] == u32::MAX));
+        assert!(matches!(&plan.positions, Positions::U32(p) if p[[0]] == u32::MAX));
+        let plan = GatherPlan::gather(&[(1 << 16) + 1], &array![-1_i64], 0).unwrap();
+        assert!(matches!(&plan.positions, Positions::U32(p) if p[[0]] == 1 << 16));
+        let plan = GatherPlan::gather(&[1 << 16], &array![-1_i64], 0).unwrap();
+        assert!(matches!(&plan.positions, Positions::U16(p) if p[[0]] == u16::MAX));
     }
 
     #[test]
@@ -659,6 +672,6 @@ mod tests {
         assert_eq!(plan.output_shape(), &[0, 0, 3]);
         let plan = GatherPlan::multiaxis(&[2, 2], &array![[9_i64]], &[]).unwrap();
         assert_eq!(plan.output_shape(), &[2, 2]);
-        assert!(matches!(&plan.positions, Positions::Narrow(p) if p.iter().all(|&v| v == 0)));
+        assert!(matches!(&plan.positions, Positions::U16(p) if p.iter().all(|&v| v == 0)));
     }
 }

@@ -1,5 +1,5 @@
 //! Every wrapper against its own naive reference, on random shapes, parameters, index
-//! modes, layouts of input and indices, six index types and six element types.
+//! modes, layouts of input and indices, seven index types and six element types.
 
 use ndarray::{ArrayD, ArrayViewD};
 use ndarray_gather::prelude::*;
@@ -165,7 +165,7 @@ pub fn case() -> impl Strategy<Value = Case> {
             any_layout(),
             any_layout(),
             0u8..6,
-            0u8..6,
+            0u8..7,
         )
             .prop_map(
                 |(
@@ -279,6 +279,7 @@ fn run_case(c: &Case) -> Result<(), TestCaseError> {
                 2 => check::<$a, isize>(c),
                 3 => check::<$a, u32>(c),
                 4 => check::<$a, u64>(c),
+                5 => check::<$a, u16>(c),
                 _ => check::<$a, usize>(c),
             }
         };
