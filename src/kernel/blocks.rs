@@ -80,7 +80,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         // SAFETY: `locate` gives the offsets of blocks at resolved indices (0 for a bad
         // one), in the input by `run`'s contract; the `count` lanes exist.
         unsafe {
-            if INIT || self.lane.inp != 1 || self.lane.out != 1 {
+            if self.lane.inp != 1 || self.lane.out != 1 {
                 self.pipeline::<INIT, 0>(lanes, ahead, locate, written)
             } else {
                 // Short blocks (pixels, points, small channel vectors) as fixed-size
@@ -101,11 +101,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
     /// Copies `count` block lanes, the `k`-th at output offset `o_out + k * step` from
     /// input offset `locate(k)`, calling `locate` `ahead` lanes (at most [`RING`]) before
     /// the copy. The copy is of `K`-element arrays for `K > 0` (contiguous blocks of `K`
-    /// elements into an initialized output), else by [`Task::copy`].
+    /// elements), else by [`Task::copy`].
     ///
     /// # Safety
     /// The blocks `locate` gives and the lanes exist; for `K > 0`, the lane has `K`
-    /// elements and unit strides and `INIT` is false.
+    /// elements and unit strides.
     #[inline(always)]
     unsafe fn pipeline<const INIT: bool, const K: usize>(
         &self,
@@ -123,7 +123,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             // SAFETY: by the contract above.
             unsafe {
                 let (out, src) = (self.out.offset(o_out + k as isize * step), self.inp.offset(s));
-                if K > 0 {
+                if K > 0 && INIT {
+                    // The block is written whole, or (a clone panicked) not at all.
+                    out.cast::<[A; K]>().write((*src.cast::<[A; K]>()).clone());
+                    *written += K;
+                } else if K > 0 {
                     (*out.cast::<[A; K]>()).clone_from(&*src.cast::<[A; K]>());
                     *written += K;
                 } else {

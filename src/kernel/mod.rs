@@ -327,6 +327,12 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
             if l.inp == 1 && l.out == 1 && !INIT {
                 let d = std::slice::from_raw_parts_mut(out.add(first), last - first);
                 d.clone_from_slice(std::slice::from_raw_parts(src.add(first), last - first));
+            } else if l.inp == 1 && l.out == 1 && !count_each {
+                // Into fresh storage, contiguous: unit strides the compiler can see (a
+                // plain copy for `Copy` types).
+                for i in first..last {
+                    out.add(i).write((*src.add(i)).clone());
+                }
             } else {
                 for i in first as isize..last as isize {
                     store::<A, INIT>(out.offset(i * l.out), &*src.offset(i * l.inp));
