@@ -119,15 +119,17 @@ fn mode(m: u8) -> (IndexMode, reference::Mode) {
     }
 }
 
-fn check<I>(op: &Op, input: &Input, planned: bool, convert: impl Fn(i64) -> I)
-where
-    I: GatherIndex + TryInto<i128>,
-{
+/// The input's shape, indices shape and indices (in its layout), or `None` when the
+/// indices would be too many to check quickly.
+fn shapes_and_indices<I: Copy>(
+    input: &Input,
+    convert: impl Fn(i64) -> I,
+) -> Option<(Vec<usize>, Vec<usize>, Held<I>)> {
     let in_shape = dims(&input.input_shape);
     let idx_shape = dims(&input.indices_shape);
     let count: usize = idx_shape.iter().product::<usize>().max(1);
     if count > 4096 {
-        return;
+        return None;
     }
     let values: Vec<I> = (0..count)
         .map(|i| {
@@ -140,8 +142,18 @@ where
             )
         })
         .collect();
-    let x = Held::new(&in_shape, input.input_layout, |i| i as u32);
     let i = Held::new(&idx_shape, input.indices_layout, |p| values[p % values.len()]);
+    Some((in_shape, idx_shape, i))
+}
+
+fn check<I>(op: &Op, input: &Input, planned: bool, convert: impl Fn(i64) -> I)
+where
+    I: GatherIndex + TryInto<i128>,
+{
+    let Some((in_shape, _, i)) = shapes_and_indices(input, &convert) else {
+        return;
+    };
+    let x = Held::new(&in_shape, input.input_layout, |i| i as u32);
     let (xv, iv) = (x.view(), i.view());
     let axis = input.axis as isize;
     let b = (input.batch_dims % 4) as usize;
@@ -196,7 +208,11 @@ where
     }
     match (got, expected) {
         (Ok(g), Ok(e)) => assert_eq!(g, e, "result differs from the reference"),
-        (Err(g), Err(e)) => assert_eq!(reference::Fail::of(&g), e, "another error than the reference's: {g}"),
+        (Err(g), Err(e)) => assert_eq!(
+            reference::Fail::of(&g),
+            e,
+            "another error than the reference's: {g}"
+        ),
         (Ok(g), Err(e)) => panic!("accepted what the reference rejects ({e:?}): {g:?}"),
         (Err(e), Ok(_)) => {
             // Multiaxis rank 0 with axes: both reject; anything else is a disagreement.
@@ -242,16 +258,9 @@ fn check_scatter<I>(op: &Op, input: &Input, convert: impl Fn(i64) -> I)
 where
     I: GatherIndex + TryInto<i128>,
 {
-    let in_shape = dims(&input.input_shape);
-    let idx_shape = dims(&input.indices_shape);
-    let count: usize = idx_shape.iter().product::<usize>().max(1);
-    if count > 4096 {
+    let Some((in_shape, idx_shape, i)) = shapes_and_indices(input, &convert) else {
         return;
-    }
-    let values: Vec<I> = (0..count)
-        .map(|i| convert(input.values.get(i % input.values.len().max(1)).copied().unwrap_or(0)))
-        .collect();
-    let i = Held::new(&idx_shape, input.indices_layout, |p| values[p % values.len()]);
+    };
     let iv = i.view();
     let n: usize = in_shape.iter().product();
     let addresses = ArrayD::from_shape_vec(IxDyn(&in_shape), (0..n as i64).collect()).unwrap();
@@ -302,7 +311,11 @@ where
             assert_eq!(got, expected, "the scatter differs from one update at a time");
         }
         (Err(e), Err(f)) => {
-            assert_eq!(reference::Fail::of(&e), f, "another error than the reference's: {e}");
+            assert_eq!(
+                reference::Fail::of(&e),
+                f,
+                "another error than the reference's: {e}"
+            );
             assert_eq!(got, dest0, "an error changed self: {e}");
         }
         (Ok(()), Err(f)) => panic!("accepted what the reference rejects: {f:?}"),
