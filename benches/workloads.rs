@@ -8,7 +8,7 @@
 
 #![allow(dead_code)]
 
-use ndarray::{Array1, ArrayD, Axis, IxDyn};
+use ndarray::{Array1, ArrayD, Axis, Dimension, IxDyn};
 use ndarray_gather::prelude::*;
 
 pub const IDS: [&str; 8] = [
@@ -260,5 +260,117 @@ pub fn build(id: &str) -> Workload {
             }
         }
         other => panic!("unknown workload {other}"),
+    }
+}
+
+/// A scatter workload (S1-S5, S8): `reset` restores the destination from a pristine copy
+/// (not to be timed), `call` runs the crate's scatter into it.
+pub trait ScatterWorkload {
+    fn reset(&mut self);
+    fn call(&mut self);
+}
+
+struct Scatter<A, F> {
+    pristine: ArrayD<A>,
+    x: ArrayD<A>,
+    f: F,
+}
+
+impl<A: Clone, F: FnMut(&mut ArrayD<A>)> ScatterWorkload for Scatter<A, F> {
+    fn reset(&mut self) {
+        self.x.assign(&self.pristine);
+    }
+    fn call(&mut self) {
+        (self.f)(std::hint::black_box(&mut self.x));
+    }
+}
+
+fn scatter<A: Clone + 'static>(
+    pristine: ArrayD<A>,
+    f: impl FnMut(&mut ArrayD<A>) + 'static,
+) -> Box<dyn ScatterWorkload> {
+    let x = pristine.clone();
+    Box::new(Scatter { pristine, x, f })
+}
+
+pub const SCATTER_IDS: [&str; 6] = [
+    "S1_embed_grad",
+    "S2_elem_add",
+    "S3_nd_replace",
+    "S4_tiny",
+    "S5_histogram",
+    "S8_multiaxis_grad",
+];
+
+/// Scatter values: small and varied.
+fn updates(shape: &[usize]) -> ArrayD<f32> {
+    ArrayD::from_shape_fn(IxDyn(shape), |d| {
+        (d.slice().iter().sum::<usize>() % 251) as f32 * 0.01
+    })
+}
+
+/// Scatter workload `id` and the bytes its 1-thread memcpy reference copies (the updates',
+/// for S5 the indices').
+pub fn build_scatter(id: &str) -> (Box<dyn ScatterWorkload>, usize) {
+    use ndarray_gather::reduce::{Add, Replace};
+    match id {
+        "S1_embed_grad" => {
+            let (i, u) = (ids(&[64, 512], 50000, 1), updates(&[64, 512, 256]));
+            let bytes = u.len() * 4;
+            let t = ArrayD::<f32>::zeros(IxDyn(&[50000, 256]));
+            (scatter(t, move |x| x.scatter(&i, &u, 0, Add).unwrap()), bytes)
+        }
+        "S2_elem_add" => {
+            let (i, u) = (ids(&[2048, 2048], 2048, 3), updates(&[2048, 2048]));
+            let bytes = u.len() * 4;
+            (
+                scatter(updates(&[2048, 2048]), move |x| {
+                    x.scatter_elements(&i, &u, 1, Add).unwrap()
+                }),
+                bytes,
+            )
+        }
+        "S3_nd_replace" => {
+            let (i, u) = (ids(&[1_000_000, 2], 1024, 5), updates(&[1_000_000, 4]));
+            let bytes = u.len() * 4;
+            (
+                scatter(updates(&[1024, 1024, 4]), move |x| {
+                    x.scatter_nd(&i, &u, 0, Replace).unwrap()
+                }),
+                bytes,
+            )
+        }
+        "S4_tiny" => {
+            let (i, u) = (ids(&[8], 16, 7), updates(&[8]));
+            (
+                scatter(updates(&[16]), move |x| {
+                    x.scatter_elements(&i, &u, 0, Add).unwrap()
+                }),
+                32,
+            )
+        }
+        "S5_histogram" => {
+            let i = ids(&[16_777_216], 1024, 9);
+            let bytes = i.len() * 8;
+            let one = ndarray::arr0(1.0f64);
+            let h = ArrayD::<f64>::zeros(IxDyn(&[1024]));
+            (
+                scatter(h, move |x| {
+                    x.scatter(&i, &one.broadcast(16_777_216).unwrap(), 0, Add)
+                        .unwrap()
+                }),
+                bytes,
+            )
+        }
+        "S8_multiaxis_grad" => {
+            let (i, u) = (ids(&[8, 65536, 1, 2], 256, 11), updates(&[8, 65536, 1, 16]));
+            let bytes = u.len() * 4;
+            let t = ArrayD::<f32>::zeros(IxDyn(&[8, 256, 256, 16]));
+            (
+                scatter(t, move |x| x.scatter_multiaxis(&i, &[2, 1], &u, Add).unwrap()),
+                bytes,
+            )
+        }
+        other => panic!("unknown scatter workload {other}"),
     }
 }
