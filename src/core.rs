@@ -99,6 +99,7 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
     }
 
     /// Validates the call (every error but an out-of-range index) and describes it.
+    #[inline]
     pub fn plan(&self, elem_size: usize) -> Result<Plan, GatherError> {
         Plan::new(
             self.op,

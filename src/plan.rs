@@ -54,6 +54,7 @@ impl Plan {
     ///
     /// `elem_size` is the size of one output element, so that an output too large to
     /// allocate is an error here rather than a panic later.
+    #[inline]
     pub fn new(
         op: &'static str,
         input: Layout<'_>,
