@@ -308,9 +308,12 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, 
             // One gathered axis (scatter, scatter_elements, put_along_axis), the loop
             // invariants hoisted, and no branch on ownership (it is random when the
             // destinations are, and a mispredicted branch costs more than the update): an
-            // update that is not ours goes to a scratch copy of one of our elements.
-            // SAFETY: `lo` is an element of the destination (spans are non-empty).
-            let mut scratch = unsafe { (*t.dst.offset(lo)).clone() };
+            // update that is not ours goes to a scratch value, a copy of the lane's first
+            // update. (Not of a destination element: a part's first offset need not be one
+            // of the view's elements, and memory between them may belong to another view.)
+            // SAFETY: position `first` of the lane exists (`first < last`), so its update
+            // does.
+            let mut scratch = unsafe { (*t.upd.offset(at.out + first as isize * l.out)).clone() };
             let scratch: *mut A = &mut scratch;
             let (dst, reducer) = (t.dst, self.reducer);
             // The lane's first index and update, and its first destination before the index.

@@ -363,6 +363,33 @@ fn both<T>(f: impl Fn() -> T) -> T {
     f()
 }
 
+/// A destination whose parts do not start on its own elements (a column of a wider
+/// array: on 3 threads its parts start at odd offsets, in the other column) while another
+/// thread writes the other column: the scatter must touch its own elements only (Miri's
+/// race detector sees any read of the other column), on 1 and 3 threads.
+#[test]
+fn a_strided_destination_touches_only_its_own_elements() {
+    // Natively the column spans 2.4 MB, enough for several parts.
+    let (rows, n) = if cfg!(miri) { (10, 40) } else { (150_001, 400_000) };
+    let ids = Array::from_shape_fn(n, |i| ((i * 7) % rows) as i64);
+    let upd = Array::from_shape_fn(n, |i| (i % 5) as f64);
+    let got = both(|| {
+        let mut a = Array::<f64, _>::zeros((rows, 2));
+        let (mut c0, mut c1) = a.multi_slice_mut((ndarray::s![.., 0], ndarray::s![.., 1]));
+        std::thread::scope(|s| {
+            s.spawn(|| c1.fill(-1.0));
+            c0.scatter(&ids, &upd, 0, Add).unwrap();
+        });
+        a.mapv(f64::to_bits)
+    });
+    let mut want = Array::<f64, _>::zeros((rows, 2));
+    want.column_mut(1).fill(-1.0);
+    for (&i, &u) in ids.iter().zip(&upd) {
+        want[[i as usize, 0]] += u;
+    }
+    assert_eq!(got, want.mapv(f64::to_bits));
+}
+
 /// Large enough for the parallel path (under Miri too, where the threshold is tiny): the
 /// same bits on 1 and 3 threads, and those of a plain sequential loop.
 #[test]
