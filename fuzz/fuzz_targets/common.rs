@@ -128,7 +128,8 @@ fn shapes_and_indices<I: Copy>(
     let in_shape = dims(&input.input_shape);
     let idx_shape = dims(&input.indices_shape);
     let count: usize = idx_shape.iter().product::<usize>().max(1);
-    if count > 4096 {
+    // An output is at most (indices) x (input) elements: keep every run fast.
+    if count > 4096 || count * in_shape.iter().product::<usize>() > 1 << 18 {
         return None;
     }
     let values: Vec<I> = (0..count)
@@ -286,6 +287,7 @@ where
         (Ok(t), _) | (Err(_), Ok(t)) => t.shape().to_vec(),
         (Err(_), Err(_)) => idx_shape.clone(),
     };
+
     let u = Held::new(&upd_shape, input.input_layout, |p| (p % 7) as i64 + 1);
     let uv = u.view();
     let dest0 = ArrayD::from_shape_vec(IxDyn(&in_shape), (0..n as i64).map(|p| p * 3).collect()).unwrap();
