@@ -24,7 +24,9 @@ use crate::small::Small;
 /// - **Duplicates combine in row-major order of `updates`**: the result is exactly, bit
 ///   for bit, that of applying the updates one at a time in that order, on any number of
 ///   threads ([`Replace`]: the last one wins). Large scatters run in parallel by giving
-///   each thread its own part of `self`, never by atomics.
+///   each thread its own part of `self`, never by atomics; the indices are checked in
+///   parallel, but a destination under 1 MiB (a histogram's bins) is written by one
+///   thread, which is faster than several threads each reading every index.
 /// - **All or nothing**: every shape, axis and index is checked before the first write;
 ///   on `Err`, `self` is unchanged. (If a reducer or `Clone` panics, `self` holds valid
 ///   values, some updated, and nothing is dropped twice or leaked.)
