@@ -7,7 +7,7 @@
 use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn, RawData, ViewRepr};
 
 use crate::error::{GatherError, internal};
-use crate::index::{Clip, GatherIndex, IndexMode, Raise, Wrap, resolve};
+use crate::index::{Clip, GatherIndex, IndexMode, Raise, Resolve, Wrap, resolve};
 use crate::kernel::{BadIndex, Operand, ScatterTask, Store, Task};
 use crate::plan::{Layout, Loop, Plan, unravel};
 use crate::reduce::Reducer;
@@ -150,14 +150,26 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
         }
     }
 
-    /// The indices' values in row-major order as one slice, when their layout allows.
-    pub fn index_slice(&self) -> Option<&[I]> {
-        self.indices.as_slice()
-    }
-
-    /// The call's index mode.
-    pub fn mode(&self) -> IndexMode {
-        self.mode
+    /// Every index value resolved, in row-major order, each converted by `convert`; or the
+    /// error for the first out-of-range one. Empty when the plan has no axes.
+    pub fn resolve_all<P>(&self, plan: &Plan, convert: impl Fn(usize) -> P) -> Result<Vec<P>, GatherError> {
+        let mut values = Vec::with_capacity(self.indices.len());
+        match (self.indices.as_slice(), &plan.axes[..], self.mode) {
+            // One gathered axis, contiguous indices: a branch-free loop that vectorizes.
+            (Some(indices), [term], IndexMode::Raise) => {
+                let mut good = true;
+                values.extend(indices.iter().map(|&v| {
+                    let (i, ok) = Raise::resolve_or_zero(v, term.len);
+                    good &= ok;
+                    convert(i)
+                }));
+                if !good {
+                    return Err(self.index_error(plan));
+                }
+            }
+            _ => self.resolve_each(plan, |i| values.push(convert(i)))?,
+        }
+        Ok(values)
     }
 
     /// [`Call::resolve_each`] over the index values in row-major order.
@@ -199,7 +211,7 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
     /// The error for the bad index the kernel reported.
     fn index_error(&self, plan: &Plan) -> GatherError {
         self.first_bad_index(plan)
-            .unwrap_or_else(|| internal(self.op, "the kernel reported a bad index the scan did not find"))
+            .unwrap_or_else(|| internal(self.op, "a bad index the scan did not find"))
     }
 }
 

@@ -11,7 +11,7 @@ use ndarray::{ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, Slice};
 
 use crate::core::{Call, c_strides, fresh};
 use crate::error::{GatherError, internal};
-use crate::index::{GatherIndex, IndexMode, Raise, Resolve};
+use crate::index::{GatherIndex, IndexMode, Raise};
 use crate::kernel::{BadIndex, Operand, Store, Task};
 use crate::lower::{self, Lowering};
 use crate::plan::{AxisTerm, Loop, Plan, checked_len};
@@ -514,20 +514,19 @@ impl GatherPlan {
             };
             Ok((call.final_shape(&plan.out_shape).to_vec(), positions))
         })?;
-        let mut new = GatherPlan {
+        let indices_shape = indices.shape().to_vec();
+        // The same gather over the stand-in, with the positions as indices.
+        let standard = with_positions!(&positions, p => {
+            lower_positions(op, (&lowering, &indices_shape), stand_in, p, standard)?
+        });
+        Ok(GatherPlan {
             output_shape,
             lowering,
             input_shape: input_shape.to_vec(),
-            indices_shape: indices.shape().to_vec(),
+            indices_shape,
             positions,
-            standard: Standard {
-                loops: Small::new(),
-                axes: Small::new(),
-            },
-        };
-        // The same gather over the stand-in, with the positions as indices.
-        new.standard = with_positions!(&new.positions, p => new.call(op, stand_in, p, standard)?);
-        Ok(new)
+            standard,
+        })
     }
 
     /// Whether `input` has the plan's shape.
@@ -556,11 +555,23 @@ impl GatherPlan {
         positions: &ArrayD<P>,
         run: impl for<'x> FnOnce(Call<'x, ndarray::ViewRepr<&'x A>, P>) -> Result<T, GatherError>,
     ) -> Result<T, GatherError> {
-        let positions = positions
-            .broadcast(IxDyn(&self.indices_shape))
-            .ok_or_else(|| internal(op, "the stored positions do not broadcast to the indices"))?;
-        lower::with_call(op, &self.lowering, (input, positions), IndexMode::Raise, run)
+        lower_positions(op, (&self.lowering, &self.indices_shape), input, positions, run)
     }
+}
+
+/// `lowering` of `input` with the stored `positions`, broadcast back to the indices' shape,
+/// as indices; `run` runs the call.
+fn lower_positions<A: Clone, P: Position, T>(
+    op: &'static str,
+    (lowering, indices_shape): (&Lowering, &[usize]),
+    input: ArrayViewD<'_, A>,
+    positions: &ArrayD<P>,
+    run: impl for<'x> FnOnce(Call<'x, ndarray::ViewRepr<&'x A>, P>) -> Result<T, GatherError>,
+) -> Result<T, GatherError> {
+    let positions = positions
+        .broadcast(IxDyn(indices_shape))
+        .ok_or_else(|| internal(op, "the stored positions do not broadcast to the indices"))?;
+    lower::with_call(op, lowering, (input, positions), IndexMode::Raise, run)
 }
 
 /// The loops (for a C-order output) and axis terms of `call` over a C-order stand-in.
@@ -582,26 +593,11 @@ fn resolved<P: Position>(
     shape: &[usize],
 ) -> Result<ArrayD<P>, GatherError> {
     let len: usize = shape.iter().product();
-    let mut values = Vec::with_capacity(len);
-    if plan.out_len > 0 {
-        match (call.index_slice(), &plan.axes[..], call.mode()) {
-            // One gathered axis, contiguous indices: a branch-free loop that vectorizes.
-            (Some(indices), [term], IndexMode::Raise) => {
-                let mut good = true;
-                values.extend(indices.iter().map(|&v| {
-                    let (i, ok) = Raise::resolve_or_zero(v, term.len);
-                    good &= ok;
-                    P::from_position(i)
-                }));
-                if !good {
-                    return Err(call
-                        .first_bad_index(plan)
-                        .unwrap_or_else(|| internal(op, "a bad index the scan did not find")));
-                }
-            }
-            _ => call.resolve_each(plan, |i| values.push(P::from_position(i)))?,
-        }
-    }
+    let mut values = if plan.out_len > 0 {
+        call.resolve_all(plan, P::from_position)?
+    } else {
+        Vec::new()
+    };
     values.resize(len, P::ZERO);
     let full = ArrayD::from_shape_vec(IxDyn(shape), values)
         .map_err(|_| internal(op, "the indices' length is not their shape's"))?;

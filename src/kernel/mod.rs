@@ -175,9 +175,10 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     ///
     /// # Safety
     /// - the plan was made from these very operands (`Plan::new` with their shapes and
-    ///   strides, or with views whose offsets are the same), so that every offset the loops' `inp` / `idx` strides and the axis
-    ///   terms can form, with resolved indices below each axis length, is an element of
-    ///   `input` / `indices` (checked here with `debug_assert!`);
+    ///   strides, or with views whose offsets are the same), so that every offset the
+    ///   loops' `inp` / `idx` strides and the axis terms can form, with resolved indices
+    ///   below each axis length, is an element of `input` / `indices` (checked here with
+    ///   `debug_assert!`);
     /// - `out` points to storage of the output shape with the loops' `out` strides, in
     ///   which distinct positions are distinct elements (initialized for
     ///   [`Store::Assign`]; C-contiguous, uninitialized and of exactly the output's

@@ -306,38 +306,42 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, 
         }
         if let ([a], false) = (t.axes, needs_drop::<A>()) {
             // One gathered axis (scatter, scatter_elements, put_along_axis), the loop
-            // invariants hoisted, and no branch on ownership (it is random when the
-            // destinations are, and a mispredicted branch costs more than the update): an
-            // update that is not ours goes to a scratch value, a copy of the lane's first
-            // update. (Not of a destination element: a part's first offset need not be one
-            // of the view's elements, and memory between them may belong to another view.)
-            // SAFETY: position `first` of the lane exists (`first < last`), so its update
-            // does.
-            let mut scratch = unsafe { (*t.upd.offset(at.out + first as isize * l.out)).clone() };
-            let scratch: *mut A = &mut scratch;
+            // invariants hoisted.
             let (dst, reducer) = (t.dst, self.reducer);
-            // The lane's first index and update, and its first destination before the index.
-            let (idx, upd, base) = (
+            let (idx, upd) = (
                 t.idx.wrapping_offset(at.idx + a.comp),
                 t.upd.wrapping_offset(at.out),
-                at.inp,
             );
+            // Position `i`'s destination offset and its update.
+            let at_i = |i: isize| {
+                // SAFETY: index `i` of the lane exists and was checked: `< a.len`.
+                let (g, _) = Raise::resolve_or_zero(unsafe { *idx.offset(i * l.idx) }, a.len);
+                (
+                    at.inp + i * l.inp + g as isize * a.stride,
+                    upd.wrapping_offset(i * l.out),
+                )
+            };
             if lo <= t.span.0 && t.span.1 < hi {
                 // One part owns everything: no ownership test at all.
                 for i in first as isize..last as isize {
-                    // SAFETY: index `i` of the lane exists and was checked: `< a.len`.
-                    let (g, _) = Raise::resolve_or_zero(unsafe { *idx.offset(i * l.idx) }, a.len);
-                    let d = base + i * l.inp + g as isize * a.stride;
+                    let (d, u) = at_i(i);
                     // SAFETY: `d` is a destination element (ours: we own all); update `i`
                     // of the lane exists and does not alias it.
-                    unsafe { reducer.reduce(&mut *dst.offset(d), &*upd.offset(i * l.out)) };
+                    unsafe { reducer.reduce(&mut *dst.offset(d), &*u) };
                 }
                 return Ok(());
             }
+            // No branch on ownership (it is random when the destinations are, and a
+            // mispredicted branch costs more than the update): an update that is not ours
+            // goes to a scratch value, a copy of the lane's first update. (Not of a
+            // destination element: a part's first offset need not be one of the view's
+            // elements, and memory between them may belong to another view.)
+            // SAFETY: position `first` of the lane exists (`first < last`), so its update
+            // does.
+            let mut scratch = unsafe { (*upd.offset(first as isize * l.out)).clone() };
+            let scratch: *mut A = &mut scratch;
             for i in first as isize..last as isize {
-                // SAFETY: index `i` of the lane exists and was checked: `< a.len`.
-                let (g, _) = Raise::resolve_or_zero(unsafe { *idx.offset(i * l.idx) }, a.len);
-                let d = base + i * l.inp + g as isize * a.stride;
+                let (d, u) = at_i(i);
                 let slot = if lo <= d && d < hi {
                     dst.wrapping_offset(d)
                 } else {
@@ -345,7 +349,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, 
                 };
                 // SAFETY: `slot` is destination element `d`, in our span, or the scratch
                 // value; update `i` of the lane exists and aliases neither.
-                unsafe { reducer.reduce(&mut *slot, &*upd.offset(i * l.out)) };
+                unsafe { reducer.reduce(&mut *slot, &*u) };
             }
             return Ok(());
         }
@@ -362,9 +366,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>> Visit for Apply<'_, 
     }
 }
 
-#[inline(always)]
 /// The positions `i` in `range` whose offset `d0 + i * step` lies in `lo..hi`, in order
 /// (they are consecutive: offsets are monotone in `i`).
+#[inline(always)]
 fn owned(
     d0: isize,
     step: isize,
