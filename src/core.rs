@@ -327,9 +327,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
         // SAFETY: the plan was made from these views; `updates` has the plan's output
         // shape (fitted above, axes put back); the destination is an exclusive borrow.
         let task = unsafe { ScatterTask::new(&loops, &plan.axes, &mut self.input, &updates, &self.indices) };
-        task.check().map_err(|BadIndex| self.index_error(&plan))?;
-        task.run(reducer);
-        Ok(())
+        task.scatter(reducer).map_err(|BadIndex| self.index_error(&plan))
     }
 }
 

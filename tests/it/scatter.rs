@@ -314,6 +314,31 @@ fn every_error_leaves_self_unchanged() {
                 )
             }),
         ),
+        // More updates than elements: these check their indices while scattering into a
+        // copy of self (one pass), which is dropped at the bad one.
+        (
+            "scatter: many rows, last index",
+            Box::new(|a| {
+                let ids = Array::from_shape_fn(10, |i| if i == 9 { 3 } else { (i % 3) as i64 });
+                a.scatter(&ids, &Array::ones((10, 4)), 0, Add)
+            }),
+        ),
+        (
+            "scatter_elements: many, last index",
+            Box::new(|a| {
+                let ids =
+                    Array::from_shape_fn((3, 8), |(i, j)| if (i, j) == (2, 7) { 4 } else { j as i64 % 4 });
+                a.scatter_elements(&ids, &Array::ones((3, 8)), 1, Add)
+            }),
+        ),
+        (
+            "scatter_nd: many, last index",
+            Box::new(|a| {
+                let ids =
+                    Array::from_shape_fn((20, 2), |(i, k)| if i == 19 { 9 } else { ((i + k) % 3) as i64 });
+                a.scatter_nd(&ids, &Array::ones(20), 0, Mul)
+            }),
+        ),
         (
             "put_along_axis: values",
             Box::new(|a| a.put_along_axis(&array![[0_i64], [1], [2]], &array![1.0, 2.0], 1)),
@@ -447,9 +472,12 @@ fn parallel_scatters_give_the_sequential_bits() {
 fn a_panicking_reducer_leaves_valid_values() {
     use std::panic::{AssertUnwindSafe, catch_unwind};
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let n = if cfg!(miri) { 40 } else { 400_000 };
     let calls = AtomicUsize::new(0);
-    for threads in [1, 3] {
+    // Fewer updates than elements scatter in place, more into a copy.
+    for (n, threads) in [40, if cfg!(miri) { 100 } else { 400_000 }]
+        .into_iter()
+        .flat_map(|n| [(n, 1), (n, 3)])
+    {
         let mut a: ArrayD<String> = ArrayD::from_elem(IxDyn(&[64]), String::from("x"));
         let ids = Array::from_shape_fn(n, |i| (i % 64) as i64);
         let upd = Array::from_shape_fn(n, |i| format!("{i}"));
