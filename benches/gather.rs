@@ -1,7 +1,8 @@
 //! Criterion benches: the workloads W1-W8 of shared/BENCH-WORKLOADS.md, each in one group
 //! with the crate's allocating call, its `_into` call into a reused output, the prepared
 //! gather's `apply_into` (P3-P8) and the building of its plan, and a
-//! single-threaded memcpy of the output's bytes (the physical limit); plus a size sweep.
+//! single-threaded memcpy of the output's bytes (the physical limit); plus a size sweep
+//! and prepared gathers of runs of consecutive indices.
 //!
 //! `cargo bench --bench gather` runs everything; `cargo bench --bench gather -- W1` one
 //! workload. Compare ratios within one run, not absolute times across runs.
@@ -82,6 +83,29 @@ fn sweep(c: &mut Criterion) {
     g.finish();
 }
 
+/// A prepared `take_along_axis` over W3's [2048, 2048] whose indices shuffle runs of
+/// `run` consecutive columns (patches), against a memcpy of the output: runs of 4 or more
+/// are copied as blocks.
+fn runs(c: &mut Criterion) {
+    let mut g = c.benchmark_group("runs");
+    g.sample_size(20);
+    let x = Array::from_shape_fn((2048, 2048), |(i, j)| (i * 2048 + j) as f32);
+    let mut out = Array::<f32, _>::zeros((2048, 2048));
+    for run in [1, 2, 4, 8, 16, 2048] {
+        let blocks = 2048 / run;
+        let ids = Array::from_shape_fn((2048, 2048), |(i, j)| {
+            (((j / run) * 7919 + i * 31) % blocks * run + j % run) as i64
+        });
+        let plan = GatherPlan::take_along_axis(&[2048, 2048], &ids, 1).unwrap();
+        g.bench_with_input(BenchmarkId::new("plan_into", run), &run, |b, _| {
+            b.iter(|| plan.apply_into(&x, &mut out).unwrap())
+        });
+    }
+    let (src, mut dst) = (vec![1f32; 2048 * 2048], vec![0f32; 2048 * 2048]);
+    g.bench_function("memcpy", |b| b.iter(|| dst.copy_from_slice(black_box(&src))));
+    g.finish();
+}
+
 criterion_group!(workloads_group, workload_groups);
-criterion_group!(sizes, sweep);
+criterion_group!(sizes, sweep, runs);
 criterion_main!(workloads_group, sizes);

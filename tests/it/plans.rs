@@ -2,7 +2,7 @@
 //! the same elements from every layout of the input. The property tests of the wrappers
 //! and of `gather_multiaxis`, and every fixture, run their calls through [`agrees`] too.
 
-use ndarray::{Array2, ArrayD, ArrayViewD, array};
+use ndarray::{Array, Array2, ArrayD, ArrayViewD, array};
 use ndarray_gather::prelude::*;
 
 use crate::layouts::{ALL, Held, Layout};
@@ -165,5 +165,66 @@ fn every_layout_of_every_wrapper() {
         let held = Held::new(&[2, 2], layout, |i| ids_nd.as_slice().unwrap()[i]);
         let v = held.view();
         agrees(GatherPlan::gather_nd(x.shape(), &v, 0), &x, &x.gather_nd(&v, 0)).unwrap();
+    }
+}
+
+/// Runs of consecutive positions (a range, shuffled patches, runs of several lengths,
+/// runs broken at one place) are copied as blocks from standard-layout inputs: the
+/// result is the method's, in every layout, for every run length around the threshold.
+#[test]
+fn runs_of_consecutive_indices() {
+    let input = Array::from_shape_fn((6, 48), |(i, j)| (i * 1000 + j) as i32).into_dyn();
+    let patterns: Vec<(&str, Array2<i64>)> = vec![
+        ("range", Array2::from_shape_fn((6, 40), |(_, j)| j as i64 + 3)),
+        (
+            "negative range",
+            Array2::from_shape_fn((6, 16), |(_, j)| j as i64 - 16),
+        ),
+        (
+            "patches of 8",
+            Array2::from_shape_fn((6, 48), |(i, j)| (((j / 8 + i) % 6) * 8 + j % 8) as i64),
+        ),
+        (
+            "patches of 4",
+            Array2::from_shape_fn((6, 12), |(i, j)| (((j / 4 + 2 * i) % 12) * 4 + j % 4) as i64),
+        ),
+        (
+            "pairs",
+            Array2::from_shape_fn((6, 12), |(_, j)| ((11 - j / 2) * 2 + j % 2) as i64),
+        ),
+        (
+            "runs of 6 and 3",
+            Array2::from_shape_fn((6, 12), |(i, j)| {
+                if i == 5 {
+                    ((j / 3) * 7 + j % 3) as i64
+                } else {
+                    ((j / 6) * 20 + j % 6) as i64
+                }
+            }),
+        ),
+        (
+            "one break",
+            Array2::from_shape_fn((6, 16), |(i, j)| if (i, j) == (3, 9) { 0 } else { j as i64 }),
+        ),
+        ("rows", Array2::from_shape_fn((6, 8), |(i, j)| (i * 5 + j) as i64)),
+    ];
+    for (name, ids) in &patterns {
+        let got = input.take_along_axis(ids, 1);
+        let plan = GatherPlan::take_along_axis(input.shape(), ids, 1);
+        agrees(plan, &input.view(), &got).unwrap_or_else(|e| panic!("{name}: {e}"));
+        // The same runs along the other axis, and through gather.
+        let t = ids.t().to_owned();
+        let tall = Array::from_shape_fn((48, 6), |(i, j)| (i * 10 + j) as u8).into_dyn();
+        let got = tall.take_along_axis(&t, 0);
+        agrees(
+            GatherPlan::take_along_axis(tall.shape(), &t, 0),
+            &tall.view(),
+            &got,
+        )
+        .unwrap_or_else(|e| panic!("{name}, axis 0: {e}"));
+        let row = ids.row(0).to_owned();
+        let got = input.gather(&row, 1);
+        agrees(GatherPlan::gather(input.shape(), &row, 1), &input.view(), &got)
+            .unwrap_or_else(|e| panic!("{name}, gather: {e}"));
     }
 }
