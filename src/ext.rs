@@ -2,6 +2,7 @@
 
 use ndarray::{Array, ArrayBase, ArrayD, ArrayRef, Data, Dimension};
 
+use crate::axis::{AxisArg, TakeAxis};
 use crate::core::Call;
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode};
@@ -160,7 +161,7 @@ where
     fn gather<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<ArrayD<A>, GatherError>;
 
     /// ONNX GatherElements = torch.gather = CoreML gather_along_axis: one element per
@@ -200,7 +201,7 @@ where
     fn gather_elements<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<Array<A, D>, GatherError>;
 
     /// ONNX GatherND = tf.gather_nd = CoreML gather_nd: the last indices dimension holds
@@ -281,7 +282,7 @@ where
     fn gather_batched<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
         batch_dims: usize,
     ) -> Result<ArrayD<A>, GatherError>;
 
@@ -317,7 +318,7 @@ where
     fn take<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: Option<isize>,
+        axis: impl TakeAxis,
         mode: IndexMode,
     ) -> Result<ArrayD<A>, GatherError>;
 
@@ -353,7 +354,7 @@ where
     fn take_along_axis<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<Array<A, D>, GatherError>;
 }
 
@@ -396,21 +397,30 @@ where
     fn gather<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<ArrayD<A>, GatherError> {
-        let lowering = Lowering::Batched { axis, batch_dims: 0 };
+        let lowering = Lowering::Batched {
+            axis: axis.signed(),
+            batch_dims: 0,
+        };
         alloc(self, indices, "gather", &lowering, IndexMode::Raise)
     }
 
     fn gather_elements<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<Array<A, D>, GatherError> {
         const OP: &str = "gather_elements";
         into_dim(
             OP,
-            alloc(self, indices, OP, &Lowering::Elements(axis), IndexMode::Raise)?,
+            alloc(
+                self,
+                indices,
+                OP,
+                &Lowering::Elements(axis.signed()),
+                IndexMode::Raise,
+            )?,
         )
     }
 
@@ -431,21 +441,27 @@ where
     fn gather_batched<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
         batch_dims: usize,
     ) -> Result<ArrayD<A>, GatherError> {
-        let lowering = Lowering::Batched { axis, batch_dims };
+        let lowering = Lowering::Batched {
+            axis: axis.signed(),
+            batch_dims,
+        };
         alloc(self, indices, "gather_batched", &lowering, IndexMode::Raise)
     }
 
     fn take<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: Option<isize>,
+        axis: impl TakeAxis,
         mode: IndexMode,
     ) -> Result<ArrayD<A>, GatherError> {
-        let lowering = match axis {
-            Some(axis) => Lowering::Batched { axis, batch_dims: 0 },
+        let lowering = match axis.take_axis() {
+            Some(axis) => Lowering::Batched {
+                axis: axis.signed(),
+                batch_dims: 0,
+            },
             None => Lowering::Flat,
         };
         alloc(self, indices, "take", &lowering, mode)
@@ -454,12 +470,18 @@ where
     fn take_along_axis<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<Array<A, D>, GatherError> {
         const OP: &str = "take_along_axis";
         into_dim(
             OP,
-            alloc(self, indices, OP, &Lowering::AlongAxis(axis), IndexMode::Raise)?,
+            alloc(
+                self,
+                indices,
+                OP,
+                &Lowering::AlongAxis(axis.signed()),
+                IndexMode::Raise,
+            )?,
         )
     }
 }
@@ -504,7 +526,7 @@ where
     fn gather<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<ArrayD<A>, GatherError> {
         <ArrayRef<A, D>>::gather(self, indices, axis)
     }
@@ -512,7 +534,7 @@ where
     fn gather_elements<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<Array<A, D>, GatherError> {
         <ArrayRef<A, D>>::gather_elements(self, indices, axis)
     }
@@ -528,7 +550,7 @@ where
     fn gather_batched<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
         batch_dims: usize,
     ) -> Result<ArrayD<A>, GatherError> {
         <ArrayRef<A, D>>::gather_batched(self, indices, axis, batch_dims)
@@ -537,7 +559,7 @@ where
     fn take<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: Option<isize>,
+        axis: impl TakeAxis,
         mode: IndexMode,
     ) -> Result<ArrayD<A>, GatherError> {
         <ArrayRef<A, D>>::take(self, indices, axis, mode)
@@ -546,7 +568,7 @@ where
     fn take_along_axis<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<Array<A, D>, GatherError> {
         <ArrayRef<A, D>>::take_along_axis(self, indices, axis)
     }

@@ -66,6 +66,7 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod axis;
 mod core;
 mod error;
 mod ext;
@@ -79,6 +80,7 @@ pub mod reduce;
 mod scatter;
 mod small;
 
+pub use axis::{AxisArg, TakeAxis};
 pub use error::GatherError;
 pub use ext::GatherExt;
 pub use index::{GatherIndex, IndexMode};

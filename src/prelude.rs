@@ -2,5 +2,6 @@
 
 #[doc(no_inline)]
 pub use crate::{
-    GatherError, GatherExt, GatherIndex, GatherPlan, IndexMode, Reducer, Reduction, ScatterExt, reduce,
+    AxisArg, GatherError, GatherExt, GatherIndex, GatherPlan, IndexMode, Reducer, Reduction, ScatterExt,
+    TakeAxis, reduce,
 };

@@ -9,6 +9,7 @@
 
 use ndarray::{ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, Slice};
 
+use crate::axis::{AxisArg, TakeAxis};
 use crate::core::{Call, c_strides, fresh};
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode, Raise};
@@ -196,9 +197,12 @@ impl GatherPlan {
     pub fn gather<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = Lowering::Batched { axis, batch_dims: 0 };
+        let lowering = Lowering::Batched {
+            axis: axis.signed(),
+            batch_dims: 0,
+        };
         Self::new("gather", lowering, input_shape, indices, IndexMode::Raise)
     }
 
@@ -221,9 +225,9 @@ impl GatherPlan {
     pub fn gather_elements<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = Lowering::Elements(axis);
+        let lowering = Lowering::Elements(axis.signed());
         Self::new(
             "gather_elements",
             lowering,
@@ -286,10 +290,13 @@ impl GatherPlan {
     pub fn gather_batched<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
         batch_dims: usize,
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = Lowering::Batched { axis, batch_dims };
+        let lowering = Lowering::Batched {
+            axis: axis.signed(),
+            batch_dims,
+        };
         Self::new("gather_batched", lowering, input_shape, indices, IndexMode::Raise)
     }
 
@@ -311,11 +318,14 @@ impl GatherPlan {
     pub fn take<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
         indices: &ArrayRef<I, E>,
-        axis: Option<isize>,
+        axis: impl TakeAxis,
         mode: IndexMode,
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = match axis {
-            Some(axis) => Lowering::Batched { axis, batch_dims: 0 },
+        let lowering = match axis.take_axis() {
+            Some(axis) => Lowering::Batched {
+                axis: axis.signed(),
+                batch_dims: 0,
+            },
             None => Lowering::Flat,
         };
         Self::new("take", lowering, input_shape, indices, mode)
@@ -340,9 +350,9 @@ impl GatherPlan {
     pub fn take_along_axis<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
         indices: &ArrayRef<I, E>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = Lowering::AlongAxis(axis);
+        let lowering = Lowering::AlongAxis(axis.signed());
         Self::new(
             "take_along_axis",
             lowering,

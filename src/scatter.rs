@@ -2,6 +2,7 @@
 
 use ndarray::{ArrayBase, ArrayRef, DataMut, Dimension};
 
+use crate::axis::AxisArg;
 use crate::core::Fit;
 use crate::error::GatherError;
 use crate::ext::private;
@@ -107,7 +108,7 @@ where
         &mut self,
         indices: &ArrayRef<I, E>,
         updates: &ArrayRef<A, E2>,
-        axis: isize,
+        axis: impl AxisArg,
         reducer: R,
     ) -> Result<(), GatherError>;
 
@@ -146,7 +147,7 @@ where
         &mut self,
         indices: &ArrayRef<I, E>,
         updates: &ArrayRef<A, E2>,
-        axis: isize,
+        axis: impl AxisArg,
         reducer: R,
     ) -> Result<(), GatherError>;
 
@@ -209,7 +210,7 @@ where
         &mut self,
         indices: &ArrayRef<I, E>,
         values: &ArrayRef<A, E2>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<(), GatherError>;
 }
 
@@ -239,10 +240,13 @@ where
         &mut self,
         indices: &ArrayRef<I, E>,
         updates: &ArrayRef<A, E2>,
-        axis: isize,
+        axis: impl AxisArg,
         reducer: R,
     ) -> Result<(), GatherError> {
-        let lowering = Lowering::Batched { axis, batch_dims: 0 };
+        let lowering = Lowering::Batched {
+            axis: axis.signed(),
+            batch_dims: 0,
+        };
         scatter_with(self, indices, updates, ("scatter", lowering, Fit::Exact), reducer)
     }
 
@@ -250,10 +254,14 @@ where
         &mut self,
         indices: &ArrayRef<I, E>,
         updates: &ArrayRef<A, E2>,
-        axis: isize,
+        axis: impl AxisArg,
         reducer: R,
     ) -> Result<(), GatherError> {
-        let how = ("scatter_elements", Lowering::Elements(axis), Fit::Leading);
+        let how = (
+            "scatter_elements",
+            Lowering::Elements(axis.signed()),
+            Fit::Leading,
+        );
         scatter_with(self, indices, updates, how, reducer)
     }
 
@@ -272,9 +280,13 @@ where
         &mut self,
         indices: &ArrayRef<I, E>,
         values: &ArrayRef<A, E2>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<(), GatherError> {
-        let how = ("put_along_axis", Lowering::AlongAxis(axis), Fit::Broadcast);
+        let how = (
+            "put_along_axis",
+            Lowering::AlongAxis(axis.signed()),
+            Fit::Broadcast,
+        );
         scatter_with(self, indices, values, how, Replace)
     }
 }
@@ -325,7 +337,7 @@ where
         &mut self,
         indices: &ArrayRef<I, E>,
         updates: &ArrayRef<A, E2>,
-        axis: isize,
+        axis: impl AxisArg,
         reducer: R,
     ) -> Result<(), GatherError> {
         <ArrayRef<A, D>>::scatter(self, indices, updates, axis, reducer)
@@ -335,7 +347,7 @@ where
         &mut self,
         indices: &ArrayRef<I, E>,
         updates: &ArrayRef<A, E2>,
-        axis: isize,
+        axis: impl AxisArg,
         reducer: R,
     ) -> Result<(), GatherError> {
         <ArrayRef<A, D>>::scatter_elements(self, indices, updates, axis, reducer)
@@ -355,7 +367,7 @@ where
         &mut self,
         indices: &ArrayRef<I, E>,
         values: &ArrayRef<A, E2>,
-        axis: isize,
+        axis: impl AxisArg,
     ) -> Result<(), GatherError> {
         <ArrayRef<A, D>>::put_along_axis(self, indices, values, axis)
     }

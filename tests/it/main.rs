@@ -1,5 +1,6 @@
 //! The integration tests, in one binary to keep link time down.
 
+mod axes;
 mod docs;
 mod errors;
 mod fixtures;

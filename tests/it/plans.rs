@@ -208,8 +208,15 @@ fn runs_of_consecutive_indices() {
         ),
         ("rows", Array2::from_shape_fn((6, 8), |(i, j)| (i * 5 + j) as i64)),
     ];
-    for (name, ids) in &patterns {
+    // Under Miri: a range and patches, one way.
+    let count = if cfg!(miri) { 3 } else { patterns.len() };
+    for (name, ids) in &patterns[..count] {
         let got = input.take_along_axis(ids, 1);
+        if cfg!(miri) {
+            let plan = GatherPlan::take_along_axis(input.shape(), ids, 1).unwrap();
+            assert_eq!(plan.apply(&input).unwrap(), got.unwrap(), "{name}");
+            continue;
+        }
         let plan = GatherPlan::take_along_axis(input.shape(), ids, 1);
         agrees(plan, &input.view(), &got).unwrap_or_else(|e| panic!("{name}: {e}"));
         // The same runs along the other axis, and through gather.
