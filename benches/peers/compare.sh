@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One-command peer comparison: the gather workloads W1-W8 (with the prepared gathers
 # P3-P8) and the scatter workloads S1-S5, S8 in ndarray-gather, NumPy and ONNX Runtime
-# (1 and 2 intra-op threads) on this machine, in one run, as two tables.
+# (1 and 2 intra-op threads) on this machine, in one run, as two tables and a chart
+# (benches/peers/speed.svg, shown in the README).
 #
 #   benches/peers/compare.sh            # all workloads
 #   benches/peers/compare.sh W1 W7 S5   # some
@@ -74,3 +75,6 @@ if srows:
           " copying the updates' bytes (S5: the indices'); ORT returns a new tensor, so its times include"
           " copying the data")
 PY
+# The chart shown in the README, from the same run.
+"$venv/bin/python" "$here/chart.py" "$here/speed.svg" "$tmp/crate.txt" "$tmp/peers.txt" "$tmp/scrate.txt" "$tmp/speers.txt"
+echo "chart: benches/peers/speed.svg"
