@@ -34,3 +34,48 @@ fn gathers_the_last_elements_of_a_u8_input_above_4_gib() {
     let out = rows.gather_multiaxis(&array![[1_i64, -1]], &[0, 1]).unwrap();
     assert_eq!(out, array![[a[2 * cols - 1]]]);
 }
+
+/// A memory-mapped `.npy` table of 4.5 GiB (a sparse file: only the rows written take
+/// disk space), viewed without a copy, its rows above 4 GiB gathered by `gather` and by a
+/// `GatherPlan`.
+#[test]
+#[ignore = "writes a 4.5 GiB sparse file in the temporary directory; run with --release -- --ignored"]
+fn gathers_rows_above_4_gib_from_a_memory_mapped_table() {
+    use ndarray::{ArrayViewMut2, s};
+    use ndarray_npy::{ViewMutNpyExt, ViewNpyExt, write_zeroed_npy};
+
+    let cols = 256;
+    let rows = ((1usize << 32) + (1 << 29)) / (cols * 4); // 4.5 GiB of f32
+    let path = std::env::temp_dir().join(format!("ndarray-gather-huge-{}.npy", std::process::id()));
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&path)
+        .unwrap();
+    write_zeroed_npy::<f32, _>(&file, (rows, cols)).unwrap();
+    let picks = [rows - 1, rows - 2, (1 << 32) / (cols * 4) + 3, 5];
+    {
+        // SAFETY: only this test uses the file.
+        let mut map = unsafe { memmap2::MmapMut::map_mut(&file) }.unwrap();
+        let mut table = ArrayViewMut2::<f32>::view_mut_npy(&mut map).unwrap();
+        for &r in &picks {
+            table.row_mut(r).fill(r as f32);
+        }
+        map.flush().unwrap();
+    }
+    // SAFETY: as above.
+    let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
+    let table = ArrayView2::<f32>::view_npy(&map).unwrap();
+    let ids = Array1::from_iter(picks.iter().map(|&r| r as i64));
+    let got = table.gather(&ids, 0).unwrap();
+    let plan = GatherPlan::gather(table.shape(), &array![-1_i64, -2, 4_194_307, 5], 0).unwrap();
+    let planned = plan.apply(&table).unwrap();
+    for (k, &r) in picks.iter().enumerate() {
+        assert!(got.slice(s![k, ..]).iter().all(|&v| v == r as f32), "row {r}");
+        assert_eq!(planned.slice(s![k, ..]), got.slice(s![k, ..]));
+    }
+    drop(map);
+    std::fs::remove_file(&path).unwrap();
+}
