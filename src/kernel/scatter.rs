@@ -34,10 +34,11 @@ const CHECK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 18 };
 /// Block lanes located ahead of their combination, at most.
 const RING: usize = 64;
 
-/// Scatters into dense destinations smaller than this (in bytes) with more updates than
-/// elements run on a private copy, their indices checked on the way (one pass over them,
-/// not two).
-const PRIVATE_BYTES: usize = 1 << 20;
+/// Destinations smaller than this (in bytes, whole span) stay in cache: a dense one with
+/// more updates than elements is scattered into a copy, its indices checked on the way
+/// (one pass over them, not two); any of them is written by one thread (each part would
+/// re-read all indices and updates to write a cache-resident few).
+const SMALL_DST_BYTES: usize = 1 << 20;
 
 /// A scatter ready to run.
 pub(crate) struct ScatterTask<'a, A, I> {
@@ -92,6 +93,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
             let r = (t.len as isize).saturating_sub(1) * t.stride;
             lane_reach = (lane_reach.0 + r.min(0), lane_reach.1 + r.max(0));
         }
+        let dst_span = span(dst.shape(), dst.strides());
         ScatterTask {
             outer,
             lane,
@@ -100,9 +102,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
             upd: updates.as_ptr(),
             idx: indices.as_ptr(),
             lane_reach,
-            span: span(dst.shape(), dst.strides()).unwrap_or((0, 0)),
-            dense: span(dst.shape(), dst.strides())
-                .is_some_and(|(lo, hi)| (hi - lo) as usize + 1 == dst.len()),
+            span: dst_span.unwrap_or((0, 0)),
+            dense: dst_span.is_some_and(|(lo, hi)| (hi - lo) as usize + 1 == dst.len()),
         }
     }
 
@@ -139,7 +140,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         let dst_len = (hi - lo) as usize + 1;
         // A copy pays when making it costs less than a second pass over the positions.
         let private = self.dense
-            && dst_len.saturating_mul(size_of::<A>()) < PRIVATE_BYTES
+            && dst_len.saturating_mul(size_of::<A>()) < SMALL_DST_BYTES
             && dst_len < positions(self.outer, &self.lane);
         if !private {
             self.check()?;
@@ -178,7 +179,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         // whenever the work is large enough, so that its tests reach them.
         let dst_bytes = ((hi - lo) as usize + 1).saturating_mul(size_of::<A>());
         let parts = if schedule::worth_parallel(total.saturating_mul(size_of::<A>()))
-            && (dst_bytes >= PRIVATE_BYTES || cfg!(miri))
+            && (dst_bytes >= SMALL_DST_BYTES || cfg!(miri))
         {
             schedule::threads()
         } else {
