@@ -1,6 +1,7 @@
 //! Criterion benches: the workloads W1-W8 of shared/BENCH-WORKLOADS.md, each in one group
 //! with the crate's allocating call, its `_into` call into a reused output, the prepared
-//! gather's `apply_into` (P3-P8) and the building of its plan, and a
+//! gather's `apply_into` (P3-P8) and the building of its plan, the memory-order variants
+//! (`into_f_out`, `into_t_in`), and a
 //! single-threaded memcpy of the output's bytes (the physical limit); plus a size sweep
 //! and prepared gathers of runs of consecutive indices.
 //!
@@ -31,6 +32,10 @@ fn workload_groups(c: &mut Criterion) {
         g.bench_function("into", |b| b.iter(&mut w.into));
         g.bench_function("plan_into", |b| b.iter(&mut w.plan_into));
         g.bench_function("plan_build", |b| b.iter(&w.plan_build));
+        // W1, W3, W8 into a Fortran-order output, W3 from a transposed input.
+        for (what, mut f) in workloads::orders(id) {
+            g.bench_function(what, |b| b.iter(&mut f));
+        }
         let src = vec![1.0f32; w.out_bytes / 4];
         let mut dst = vec![0.0f32; w.out_bytes / 4];
         g.bench_function("memcpy", |b| b.iter(|| dst.copy_from_slice(black_box(&src))));
@@ -84,7 +89,7 @@ fn sweep(c: &mut Criterion) {
 }
 
 /// A prepared `take_along_axis` over W3's [2048, 2048] whose indices shuffle runs of
-/// `run` consecutive columns (patches), against a memcpy of the output: runs of 4 or more
+/// `run` consecutive columns (patches), against a memcpy of the output: runs of 8 or more
 /// are copied as blocks.
 fn runs(c: &mut Criterion) {
     let mut g = c.benchmark_group("runs");

@@ -8,7 +8,7 @@
 
 #![allow(dead_code)]
 
-use ndarray::{Array1, ArrayD, Axis, Dimension, IxDyn};
+use ndarray::{Array1, ArrayD, Axis, Dimension, IxDyn, ShapeBuilder};
 use ndarray_gather::prelude::*;
 
 pub const IDS: [&str; 8] = [
@@ -58,34 +58,52 @@ fn ids(shape: &[usize], n: usize, seed: u64) -> ArrayD<i64> {
     ArrayD::from_shape_vec(IxDyn(shape), numpy_like(v.len(), |i| v[i])).unwrap()
 }
 
-/// A vector of `f(0), f(1), ...`, allocated the way NumPy allocates arrays: from 4 MiB up,
-/// with Linux's transparent-huge-page advice before the first touch. The peers read their
-/// inputs from huge pages, so the crate's inputs are allocated likewise (the crate's own
-/// allocating calls advise their outputs the same way).
+/// Whether inputs are allocated in transparent huge pages: `NDARRAY_GATHER_INPUTS=huge`.
+/// By default they are plain `Vec` allocations, as `Array::from_shape_vec`, `Array::zeros`
+/// and friends make them (4 KiB pages on Linux unless THP is `always`).
+pub fn huge_inputs() -> bool {
+    std::env::var("NDARRAY_GATHER_INPUTS").is_ok_and(|v| v == "huge")
+}
+
+/// A vector of `f(0), f(1), ...`: a plain allocation, or with [`huge_inputs`] one advised
+/// the way NumPy advises its arrays (from 4 MiB up, Linux's transparent-huge-page advice
+/// before the first touch; the recipe the README gives users).
 pub fn numpy_like<T>(len: usize, f: impl FnMut(usize) -> T) -> Vec<T> {
     let mut v: Vec<T> = Vec::with_capacity(len);
-    let bytes = len * std::mem::size_of::<T>();
     #[cfg(target_os = "linux")]
-    if bytes >= 4 << 20 {
-        unsafe extern "C" {
-            fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: std::ffi::c_int) -> std::ffi::c_int;
-        }
-        const MADV_HUGEPAGE: std::ffi::c_int = 14;
-        let base = v.as_mut_ptr().cast::<u8>();
-        let skip = (base as usize).next_multiple_of(2 << 20) - base as usize;
-        let len = bytes.saturating_sub(skip) & !((2 << 20) - 1);
-        if len > 0 {
-            // SAFETY: `base + skip .. + len` lies inside the vector's allocation (aligned
-            // down to whole 2 MiB pages); MADV_HUGEPAGE changes no contents, only how the
-            // kernel backs the pages on first touch.
-            unsafe { madvise(base.add(skip).cast(), len, MADV_HUGEPAGE) };
-        }
+    if huge_inputs() {
+        advise_huge_pages(&mut v);
     }
     v.extend((0..len).map(f));
     v
 }
 
-/// A copy of a standard-layout array, allocated like [`numpy_like`].
+/// The README's recipe: advise a fresh, untouched vector's whole 2 MiB pages
+/// `MADV_HUGEPAGE` (for 4 MiB and more), so that the kernel backs them with huge pages on
+/// first touch.
+#[cfg(target_os = "linux")]
+pub fn advise_huge_pages<T>(v: &mut Vec<T>) {
+    const HUGE: usize = 2 << 20;
+    let bytes = v.capacity() * std::mem::size_of::<T>();
+    if bytes < 4 << 20 {
+        return;
+    }
+    let base = v.as_mut_ptr().cast::<u8>();
+    let skip = (base as usize).next_multiple_of(HUGE) - base as usize;
+    let len = bytes.saturating_sub(skip) & !(HUGE - 1);
+    if len > 0 {
+        // SAFETY: `base + skip .. + len` lies inside the vector's allocation (whole 2 MiB
+        // pages); MADV_HUGEPAGE changes no contents, only how the kernel backs the pages.
+        unsafe { libc::madvise(base.add(skip).cast(), len, libc::MADV_HUGEPAGE) };
+    }
+}
+
+/// A zero output of `shape`, allocated by [`numpy_like`] (as a user's `Array::zeros`).
+fn zeros(shape: &[usize]) -> ArrayD<f32> {
+    ArrayD::from_shape_vec(IxDyn(shape), numpy_like(shape.iter().product(), |_| 0.0)).unwrap()
+}
+
+/// A copy of a standard-layout array, allocated by [`numpy_like`].
 fn copy<T: Clone>(a: &ArrayD<T>) -> ArrayD<T> {
     let s = a.as_slice().unwrap();
     ArrayD::from_shape_vec(a.raw_dim(), numpy_like(s.len(), |i| s[i].clone())).unwrap()
@@ -99,15 +117,49 @@ fn reshaped<T>(a: ArrayD<T>, at: &[usize]) -> ArrayD<T> {
 /// `into` for `gather_multiaxis_into(indices, axes)` on pre-lowered operands; the output
 /// has the lowered shape.
 fn into_fn(input: ArrayD<f32>, idx: ArrayD<i64>, axes: Vec<usize>) -> Box<dyn FnMut()> {
-    let mut out = input.gather_multiaxis(&idx, &axes).unwrap();
+    let mut out = zeros(input.gather_multiaxis(&idx, &axes).unwrap().shape());
     Box::new(move || input.gather_multiaxis_into(&idx, &axes, &mut out).unwrap())
+}
+
+/// `into_fn` into an output of the lowered shape in Fortran order.
+fn into_f_fn(input: ArrayD<f32>, idx: ArrayD<i64>, axes: Vec<usize>) -> Timed {
+    let shape = input.gather_multiaxis(&idx, &axes).unwrap().shape().to_vec();
+    let zeros = numpy_like(shape.iter().product(), |_| 0.0f32);
+    let mut out = ArrayD::from_shape_vec(IxDyn(&shape).f(), zeros).unwrap();
+    Box::new(move || input.gather_multiaxis_into(&idx, &axes, &mut out).unwrap())
+}
+
+/// The memory-order variants of W1, W3 and W8 (`into` with another layout), each timed
+/// like `into`: `into_f_out` gathers into a Fortran-order output, `into_t_in` (W3) from a
+/// transposed input (a C-order array's `.t()` view) into a C-order output.
+pub fn orders(id: &str) -> Vec<(&'static str, Timed)> {
+    match id {
+        "W1_embed" => {
+            let (table, ix) = (data(&[50000, 1, 1, 256]), ids(&[1, 64, 512, 1], 50000, 1));
+            vec![("into_f_out", into_f_fn(table, ix, vec![0]))]
+        }
+        "W3_elem_last" => {
+            let (x, ix) = (data(&[2048, 2048]), ids(&[2048, 2048], 2048, 4));
+            let t_in: Timed = {
+                let (x, ix) = (x.clone(), ix.clone());
+                let mut out = zeros(&[2048, 2048]);
+                Box::new(move || x.t().gather_multiaxis_into(&ix, &[1], &mut out).unwrap())
+            };
+            vec![("into_f_out", into_f_fn(x, ix, vec![1])), ("into_t_in", t_in)]
+        }
+        "W8_multiaxis" => {
+            let (x, ix) = (data(&[8, 256, 256, 16]), ids(&[8, 65536, 1, 2], 256, 8));
+            vec![("into_f_out", into_f_fn(x, ix, vec![2, 1]))]
+        }
+        _ => Vec::new(),
+    }
 }
 
 /// `plan_into` and `plan_build` for the plan `make` builds for `input`'s shape.
 fn planned(input: ArrayD<f32>, make: impl Fn(&[usize]) -> GatherPlan + 'static) -> (Timed, Box<dyn Fn()>) {
     let shape = input.shape().to_vec();
     let plan = make(&shape);
-    let mut out = plan.apply(&input).unwrap();
+    let mut out = zeros(plan.output_shape());
     let apply = Box::new(move || plan.apply_into(&input, &mut out).unwrap());
     (apply, Box::new(move || drop(std::hint::black_box(make(&shape)))))
 }

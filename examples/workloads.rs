@@ -4,7 +4,9 @@
 //! Each line: `id variant median_ns`, variants `alloc`, `into`, `plan_into` and
 //! `plan_build` (the prepared gather, P3-P8, and building its plan), `memcpy` (a
 //! single-threaded copy of the output's bytes) and `memcpy2` (the same copy split in two
-//! halves over two threads, one of them spawned for the copy; not for W7).
+//! halves over two threads, one of them spawned for the copy; not for W7); for W1, W3
+//! and W8 also `into_f_out` (into a Fortran-order output) and for W3 `into_t_in` (from a
+//! transposed input).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -71,6 +73,9 @@ fn main() {
         println!("{id} plan_into {p:.1}");
         println!("{id} plan_build {b:.1}");
         println!("{id} memcpy {m:.1}");
+        for (what, mut f) in workloads::orders(id) {
+            println!("{id} {what} {:.1}", median(budget, &mut f) as f64);
+        }
         if *id != "W7_tiny" {
             let half = src.len() / 2;
             let m2 = median(budget, || {

@@ -33,7 +33,11 @@ for id in "${ids[@]}"; do
       "$root/target/release/examples/scatter_workloads" "$id" >> "$tmp/scrate.txt" ;;
     *)
       env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" "$here/peers.py" "$id" >> "$tmp/peers.txt"
-      "$root/target/release/examples/workloads" "$id" >> "$tmp/crate.txt" ;;
+      # The crate on inputs (and `_into` outputs) as users allocate them, then on inputs
+      # advised into transparent huge pages (the README's recipe), `_into` only.
+      NDARRAY_GATHER_INPUTS=plain "$root/target/release/examples/workloads" "$id" >> "$tmp/crate.txt"
+      NDARRAY_GATHER_INPUTS=huge "$root/target/release/examples/workloads" "$id" \
+        | awk '$2 == "into" { print $1, "into_huge", $3 }' >> "$tmp/crate.txt" ;;
   esac
 done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%Y-%m-%d)"
@@ -48,19 +52,33 @@ def load(*paths):
     return rows
 rows = load(sys.argv[1], sys.argv[2])
 if rows:
-    cols = ["alloc", "into", "plan_into", "plan_build", "memcpy", "memcpy2", "numpy", "numpy_out", "ort1", "ort2"]
-    print("| workload | crate alloc | crate into | plan into | plan build | memcpy 1T | memcpy 2T | numpy | numpy out= | ORT 1T | ORT 2T | into / best peer | alloc / numpy | into / memcpy | plan into / into | plan build / alloc |")
-    print("|---|" + "---:|" * 15)
+    cols = ["alloc", "into", "into_huge", "plan_into", "plan_build", "memcpy", "memcpy2", "numpy", "numpy_out", "ort1", "ort2"]
+    print("| workload | crate alloc | crate into | into, huge-page inputs | plan into | plan build | memcpy 1T | memcpy 2T | numpy | numpy out= | ORT 1T | ORT 2T | into / best peer | huge-page into / best peer | alloc / numpy | alloc / into | into / memcpy | plan into / into | plan build / alloc |")
+    print("|---|" + "---:|" * 19)
     for wid, r in rows.items():
         peers = [r[p] for p in ("numpy", "numpy_out", "ort1", "ort2") if p in r]
         best = min(peers)
         cell = lambda k: f"{r[k] / 1000:.3f}" if k in r else "-"
         print(f"| {wid} | " + " | ".join(cell(k) for k in cols)
-              + f" | {r['into'] / best:.2f} | {r['alloc'] / r['numpy']:.2f} | {r['into'] / r['memcpy']:.2f}"
+              + f" | {r['into'] / best:.2f} | {r['into_huge'] / best:.2f} | {r['alloc'] / r['numpy']:.2f}"
+              + f" | {r['alloc'] / r['into']:.2f} | {r['into'] / r['memcpy']:.2f}"
               + f" | {r['plan_into'] / r['into']:.2f} | {r['plan_build'] / r['alloc']:.2f} |")
-    print("\ntimes in microseconds (medians); memcpy 1T = one thread copying the output's bytes,"
+    print("\ntimes in microseconds (medians); inputs and `_into` outputs are plain allocations as users make"
+          " them (NumPy advises its own arrays into huge pages, so the peers read theirs from huge pages), except"
+          " `into, huge-page inputs`: the crate on inputs made with the README's recipe;"
+          " memcpy 1T = one thread copying the output's bytes,"
           " memcpy 2T = two threads copying half each (one spawned for it); plan = GatherPlan::apply_into"
           " (P3-P8), its plan built once")
+orders = {w: r for w, r in rows.items() if "into_f_out" in r}
+if orders:
+    print("\n| workload | crate into (C order) | into a Fortran-order out | F out / C | from a transposed input | transposed / C |")
+    print("|---|" + "---:|" * 5)
+    for wid, r in orders.items():
+        t = r.get("into_t_in")
+        tcells = f"{t / 1000:.3f} | {t / r['into']:.2f}" if t else "- | -"
+        print(f"| {wid} | {r['into'] / 1000:.3f} | {r['into_f_out'] / 1000:.3f} | {r['into_f_out'] / r['into']:.2f} | {tcells} |")
+    print("\nmemory order: the same `_into` call (lowered views, plain inputs) into a Fortran-order output, or"
+          " (W3) from a C-order array's transposed view into a C-order output")
 srows = load(sys.argv[3], sys.argv[4])
 if srows:
     cols = ["scatter", "memcpy", "numpy", "numpy_bincount", "ort1", "ort2"]
