@@ -248,7 +248,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
             });
         }
         let mut out = self.lower_output(out);
-        let loops = plan.loops(out.strides());
+        let loops = plan.loops_any_order(out.strides());
         // SAFETY: `out` has the plan's output shape (checked above) and is an exclusive
         // borrow, so it aliases nothing.
         unsafe { self.execute(&plan, &loops, out.as_mut_ptr(), Store::Assign) }

@@ -7,6 +7,7 @@ mod fixtures;
 mod huge;
 mod lanes;
 mod layouts;
+mod orders;
 mod panics;
 mod parallel;
 mod plans;
