@@ -186,11 +186,11 @@ fn tiled(loops: Small<Loop>) -> Small<Loop> {
     let Some((x, &cross)) = outer.iter().enumerate().min_by_key(|(_, l)| dense(l)) else {
         return loops;
     };
-    let tile = |len: usize, want: usize| match len {
+    let fit = |len: usize, want: usize| match len {
         n if n <= want => Some(n),
         n => (n % want == 0).then_some(want),
     };
-    let (Some(tl), Some(tx)) = (tile(lane.len, TILE_LANE), tile(cross.len, TILE_CROSS)) else {
+    let (Some(tl), Some(tx)) = (fit(lane.len, TILE_LANE), fit(cross.len, TILE_CROSS)) else {
         return loops;
     };
     // A lane of up to two chunks touches few enough output lines that the loops around

@@ -30,8 +30,16 @@ fn check(input: &ArrayD<i64>, idx: &ArrayD<i64>, axes: &[usize]) {
     let want = reference::multiaxis(&input.view(), &idx.view(), axes).unwrap();
     let shape = want.shape().to_vec();
     let plan = GatherPlan::multiaxis(input.shape(), idx, axes).unwrap();
-    for inp in [input.clone(), fortran(input)] {
-        for idx in [idx.clone(), fortran(idx)] {
+    // (Under Miri, C-order operands only: the outputs' orders are what is new here.)
+    let both = |a: &ArrayD<i64>| {
+        if cfg!(miri) {
+            vec![a.clone()]
+        } else {
+            vec![a.clone(), fortran(a)]
+        }
+    };
+    for inp in both(input) {
+        for idx in both(idx) {
             let mut f = ArrayD::from_elem(IxDyn(&shape).f(), -1);
             inp.gather_multiaxis_into(&idx, axes, &mut f).unwrap();
             assert_eq!(f, want, "{shape:?} into Fortran order");
@@ -59,11 +67,13 @@ fn check(input: &ArrayD<i64>, idx: &ArrayD<i64>, axes: &[usize]) {
 fn block_lanes_into_fortran_order() {
     // An embedding lookup as W1 lowers it: [rows, 1, 1, dim] by [1, b, s, 1]. Lanes of
     // 40 and 24 (tiled in chunks of 8), crosses of 64, 128 (two tiles) and 3 (one short).
-    let miri = cfg!(miri);
-    for (rows, dim, b, s) in [(50, 40, 64, 3), (9, 24, 128, 2), (30, 40, 3, 5), (7, 17, 64, 2)] {
-        if miri && b > 64 {
-            continue;
-        }
+    let cases = [(50, 40, 64, 3), (9, 24, 128, 2), (30, 40, 3, 5), (7, 17, 64, 2)];
+    let cases = if cfg!(miri) {
+        &[(9, 24, 64, 1)][..]
+    } else {
+        &cases[..]
+    };
+    for &(rows, dim, b, s) in cases {
         let table = Array::from_shape_fn((rows, 1, 1, dim), |(r, _, _, d)| (r * 1000 + d) as i64).into_dyn();
         check(&table, &ids(&[1, b, s, 1], rows, b), &[0]);
     }
@@ -72,9 +82,12 @@ fn block_lanes_into_fortran_order() {
 #[test]
 fn element_lanes_into_fortran_order() {
     // take_along_axis along the last axis as W3: lanes of 48 (tiled), rows of 64 and 5.
-    for rows in [64, 5] {
+    for rows in if cfg!(miri) { vec![5] } else { vec![64, 5] } {
         let x = Array::from_shape_fn((rows, 48), |(i, j)| (i * 100 + j) as i64).into_dyn();
         check(&x, &ids(&[rows, 48], 48, rows), &[1]);
+    }
+    if cfg!(miri) {
+        return;
     }
     // Two axes, (x, y) points as W8: lanes of 32 channels.
     let image = Array::from_shape_fn((2, 5, 6, 32), |(n, y, x, c)| {
