@@ -124,8 +124,8 @@ fn into_fn(input: ArrayD<f32>, idx: ArrayD<i64>, axes: Vec<usize>) -> Box<dyn Fn
 /// `into_fn` into an output of the lowered shape in Fortran order.
 fn into_f_fn(input: ArrayD<f32>, idx: ArrayD<i64>, axes: Vec<usize>) -> Timed {
     let shape = input.gather_multiaxis(&idx, &axes).unwrap().shape().to_vec();
-    let zeros = numpy_like(shape.iter().product(), |_| 0.0f32);
-    let mut out = ArrayD::from_shape_vec(IxDyn(&shape).f(), zeros).unwrap();
+    let storage = numpy_like(shape.iter().product(), |_| 0.0f32);
+    let mut out = ArrayD::from_shape_vec(IxDyn(&shape).f(), storage).unwrap();
     Box::new(move || input.gather_multiaxis_into(&idx, &axes, &mut out).unwrap())
 }
 

@@ -130,12 +130,15 @@ impl Plan {
     /// length 1 dropped and neighbours that advance uniformly in all three operands merged,
     /// so the innermost loop is as long as the layouts allow. Never empty.
     pub fn loops(&self, out_strides: &[isize]) -> Small<Loop> {
-        merge(
-            self.dims
-                .iter()
-                .zip(out_strides)
-                .map(|(dim, &out)| Loop { out, ..*dim }),
-        )
+        merge(self.dims_with(out_strides))
+    }
+
+    /// The plan's dimensions, outermost first, with the output strides filled in.
+    fn dims_with<'s>(&'s self, out_strides: &'s [isize]) -> impl DoubleEndedIterator<Item = Loop> + 's {
+        self.dims
+            .iter()
+            .zip(out_strides)
+            .map(|(dim, &out)| Loop { out, ..*dim })
     }
 
     /// The loops for a gather into an existing output with strides `out_strides`, which
@@ -145,14 +148,8 @@ impl Plan {
     /// through the output. A Fortran-order output of a Fortran-order input thus runs
     /// column by column, a Fortran-order output of a C-order input tile by tile.
     pub fn loops_any_order(&self, out_strides: &[isize]) -> Small<Loop> {
-        let dims = || {
-            self.dims
-                .iter()
-                .zip(out_strides)
-                .map(|(dim, &out)| Loop { out, ..*dim })
-        };
-        let c = merge(dims());
-        let f = merge(dims().rev());
+        let c = merge(self.dims_with(out_strides));
+        let f = merge(self.dims_with(out_strides).rev());
         let unit = |l: &Loop| {
             [l.out, l.inp, l.idx]
                 .iter()
