@@ -73,57 +73,83 @@ impl Plan {
         }
         check_axes(op, axes, rank)?;
         let k = axes.len().max(1);
-        let logical = fold(op, indices.shape, k)?;
-        let out_shape = broadcast(op, input.shape, &logical, axes)?;
-        let out_len = checked_len(&out_shape, elem_size).ok_or_else(|| GatherError::SizeOverflow {
+        if let Some(&last) = indices.shape.last()
+            && last % k != 0
+        {
+            return Err(GatherError::CoordinateFold {
+                op,
+                indices_shape: indices.shape.to_vec(),
+                last,
+                coordinate_size: k,
+            });
+        }
+        // One pass over the dimensions: the output's length on each (the logical indices
+        // size on the axes, elsewhere input and indices sizes broadcast strictly: equal,
+        // or one of them 1) and the strides at which input and indices advance along it.
+        // Built in place, where it is returned: a plan is a few hundred bytes, and copying
+        // what was just written reloads it before the stores retire.
+        let mut plan = Plan {
             op,
-            shape: out_shape.to_vec(),
+            out_shape: Small::new(),
+            out_len: 0,
+            dims: Small::new(),
+            axes: Small::new(),
+        };
+        for d in 0..rank {
+            let last = d + 1 == rank;
+            let (n, m) = (input.shape[d], indices.shape[d] / if last { k } else { 1 });
+            let gathered = axes.contains(&d);
+            let len = match (gathered, n == m || m == 1, n == 1) {
+                (true, ..) => m,
+                (false, true, _) => n,
+                (false, false, true) => m,
+                (false, false, false) => {
+                    return Err(GatherError::ShapeMismatch {
+                        op,
+                        dim: d,
+                        input_shape: input.shape.to_vec(),
+                        indices_shape: fold(indices.shape, k),
+                        detail: format!("sizes {n} and {m} do not broadcast (one must be 1)"),
+                    });
+                }
+            };
+            plan.out_shape.push(len);
+            let loop_d = Loop {
+                len,
+                out: 0,
+                inp: if gathered || n == 1 { 0 } else { input.strides[d] },
+                idx: match (m, last) {
+                    (1, _) => 0,
+                    (_, true) => indices.strides[d] * k as isize,
+                    (_, false) => indices.strides[d],
+                },
+            };
+            push_loop(&mut plan.dims, loop_d);
+        }
+        plan.out_len = checked_len(&plan.out_shape, elem_size).ok_or_else(|| GatherError::SizeOverflow {
+            op,
+            shape: plan.out_shape.to_vec(),
         })?;
 
-        let terms: Small<AxisTerm> = axes
-            .iter()
-            .enumerate()
-            .map(|(j, &axis)| AxisTerm {
+        for (j, &axis) in axes.iter().enumerate() {
+            plan.axes.push(AxisTerm {
                 axis,
                 len: input.shape[axis],
                 stride: input.strides[axis],
                 comp: j as isize * indices.strides[rank - 1],
-            })
-            .collect();
-        if out_len > 0
-            && let Some(t) = terms.iter().find(|t| t.len == 0)
+            });
+        }
+        if plan.out_len > 0
+            && let Some(t) = plan.axes.iter().find(|t| t.len == 0)
         {
             return Err(GatherError::EmptyAxis {
                 op,
                 axis: t.axis,
                 input_shape: input.shape.to_vec(),
-                output_shape: out_shape.to_vec(),
+                output_shape: plan.out_shape.to_vec(),
             });
         }
-
-        let dims = (0..rank)
-            .map(|d| Loop {
-                len: out_shape[d],
-                out: 0,
-                inp: if axes.contains(&d) || input.shape[d] == 1 {
-                    0
-                } else {
-                    input.strides[d]
-                },
-                idx: match (logical[d], d + 1 == rank) {
-                    (1, _) => 0,
-                    (_, true) => indices.strides[d] * k as isize,
-                    (_, false) => indices.strides[d],
-                },
-            })
-            .collect();
-        Ok(Plan {
-            op,
-            out_shape,
-            out_len,
-            dims,
-            axes: terms,
-        })
+        Ok(plan)
     }
 
     /// The loops over an output with strides `out_strides`, outermost first: dimensions of
@@ -148,8 +174,6 @@ impl Plan {
     /// through the output. A Fortran-order output of a Fortran-order input thus runs
     /// column by column, a Fortran-order output of a C-order input tile by tile.
     pub fn loops_any_order(&self, out_strides: &[isize]) -> Small<Loop> {
-        let c = merge(self.dims_with(out_strides));
-        let f = merge(self.dims_with(out_strides).rev());
         let unit = |l: &Loop| {
             [l.out, l.inp, l.idx]
                 .iter()
@@ -157,6 +181,12 @@ impl Plan {
                 .count()
         };
         let lane = |loops: &Small<Loop>| loops.last().map_or(0, unit);
+        let c = merge(self.dims_with(out_strides));
+        if lane(&c) == 3 {
+            // Unit strides all round: nothing to gain from another order or tiles.
+            return c;
+        }
+        let f = merge(self.dims_with(out_strides).rev());
         tiled(if lane(&f) > lane(&c) { f } else { c })
     }
 }
@@ -234,7 +264,7 @@ fn merge(dims: impl Iterator<Item = Loop>) -> Small<Loop> {
                 continue;
             }
         }
-        loops.push(inner);
+        push_loop(&mut loops, inner);
     }
     if loops.is_empty() {
         loops.push(Loop {
@@ -245,6 +275,16 @@ fn merge(dims: impl Iterator<Item = Loop>) -> Small<Loop> {
         });
     }
     loops
+}
+
+/// Pushes `l` field by field: a `Loop` copied whole goes through the stack, and its 16-byte
+/// reloads of 8-byte stores stall on store forwarding, which cost a fifth of a tiny call.
+#[inline(always)]
+fn push_loop(loops: &mut Small<Loop>, l: Loop) {
+    loops.push(Loop::default());
+    if let Some(last) = loops.last_mut() {
+        (last.len, last.out, last.inp, last.idx) = (l.len, l.out, l.inp, l.idx);
+    }
 }
 
 /// Every axis names a dimension of a rank-`rank` input, once.
@@ -273,51 +313,14 @@ fn check_axes(op: &'static str, axes: &[usize], rank: usize) -> Result<(), Gathe
     Ok(())
 }
 
-/// The logical indices shape: coordinates of `k` values folded out of the last dimension.
-fn fold(op: &'static str, indices: &[usize], k: usize) -> Result<Small<usize>, GatherError> {
-    let mut logical = Small::from(indices);
+/// The logical indices shape: coordinates of `k` values folded out of the last dimension
+/// (whose length `k` divides), for messages.
+fn fold(indices: &[usize], k: usize) -> Vec<usize> {
+    let mut logical = indices.to_vec();
     if let Some(last) = logical.last_mut() {
-        if *last % k != 0 {
-            return Err(GatherError::CoordinateFold {
-                op,
-                indices_shape: indices.to_vec(),
-                last: *last,
-                coordinate_size: k,
-            });
-        }
         *last /= k;
     }
-    Ok(logical)
-}
-
-/// The output shape: the logical indices size on the axes, elsewhere input and indices
-/// sizes broadcast strictly (equal, or one of them 1).
-fn broadcast(
-    op: &'static str,
-    input: &[usize],
-    logical: &[usize],
-    axes: &[usize],
-) -> Result<Small<usize>, GatherError> {
-    (0..input.len())
-        .map(|d| {
-            let (n, m) = (input[d], logical[d]);
-            if axes.contains(&d) {
-                Ok(m)
-            } else if n == m || m == 1 {
-                Ok(n)
-            } else if n == 1 {
-                Ok(m)
-            } else {
-                Err(GatherError::ShapeMismatch {
-                    op,
-                    dim: d,
-                    input_shape: input.to_vec(),
-                    indices_shape: logical.to_vec(),
-                    detail: format!("sizes {n} and {m} do not broadcast (one must be 1)"),
-                })
-            }
-        })
-        .collect()
+    logical
 }
 
 /// The number of elements of `shape`, if it and its size in bytes fit in `isize`.

@@ -65,6 +65,12 @@ pub(crate) enum Store {
 /// Parallel gathers are handed out in ranges of about this many output bytes.
 const CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 17 };
 
+/// Block lanes of ranges of at most this many positions are copied one by one, not
+/// through the prefetching pipeline of [`Task::block_row`], whose set-up a tiny gather
+/// does not repay (W7's 6 positions: 38 -> 34 ns through a plan). Low under Miri, so
+/// that its small tests still run the pipeline.
+const PIPELINE_MIN: usize = if cfg!(miri) { 8 } else { 64 };
+
 /// A gather ready to run: the plan's loops and axis terms with the data pointers.
 pub(crate) struct Task<'a, A, I> {
     outer: &'a [Loop],
@@ -289,8 +295,9 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
             guard: InitGuard::new(base, INIT && needs_drop::<A>()),
             _mode: std::marker::PhantomData,
         };
+        let rows = self.blocks() && end - start > PIPELINE_MIN;
         // SAFETY: `Task::new`'s contract, for the visitor's lanes.
-        unsafe { walk(self.outer, self.lane.len, self.blocks(), start, end, &mut v)? };
+        unsafe { walk(self.outer, self.lane.len, rows, start, end, &mut v)? };
         v.guard.disarm();
         Ok(())
     }

@@ -80,17 +80,18 @@ pub(crate) unsafe fn walk<V: Visit>(
     v: &mut V,
 ) -> Result<(), BadIndex> {
     let (row, upper) = split_innermost(outer);
-    // Start at the lane holding `start`.
-    let lane_no = start / lane_len;
-    let mut first = start % lane_len;
-    let mut c = lane_no % row.len;
     let mut coord: Small<usize> = upper.iter().map(|_| 0).collect();
-    let mut r = At::default();
-    let mut rem = lane_no / row.len;
-    for (k, l) in coord.iter_mut().zip(upper).rev() {
-        *k = rem % l.len;
-        rem /= l.len;
-        r = r.step(l, *k as isize);
+    let (mut first, mut c, mut r) = (0, 0, At::default());
+    if start > 0 {
+        // Start at the lane holding `start` (divisions a whole walk need not pay).
+        let lane_no = start / lane_len;
+        (first, c) = (start % lane_len, lane_no % row.len);
+        let mut rem = lane_no / row.len;
+        for (k, l) in coord.iter_mut().zip(upper).rev() {
+            *k = rem % l.len;
+            rem /= l.len;
+            r = r.step(l, *k as isize);
+        }
     }
     let mut remaining = end - start;
     while remaining > 0 {
