@@ -86,8 +86,9 @@ impl Plan {
         // One pass over the dimensions: the output's length on each (the logical indices
         // size on the axes, elsewhere input and indices sizes broadcast strictly: equal,
         // or one of them 1) and the strides at which input and indices advance along it.
-        // Built in place, where it is returned: a plan is a few hundred bytes, and copying
-        // what was just written reloads it before the stores retire.
+        // Filled where it is returned rather than assembled from parts: a plan is a few
+        // hundred bytes, and a copy of what was just written reloads it before the stores
+        // retire (a few ns of W7's call; measured, not guaranteed by the compiler).
         let mut plan = Plan {
             op,
             out_shape: Small::new(),
@@ -278,7 +279,8 @@ fn merge(dims: impl Iterator<Item = Loop>) -> Small<Loop> {
 }
 
 /// Pushes `l` field by field: a `Loop` copied whole goes through the stack, and its 16-byte
-/// reloads of 8-byte stores stall on store forwarding, which cost a fifth of a tiny call.
+/// reloads of 8-byte stores stall on store forwarding (W7 `_into`: 180 -> 150 ns with the
+/// planner's and the merge's loops pushed this way).
 #[inline(always)]
 fn push_loop(loops: &mut Small<Loop>, l: Loop) {
     loops.push(Loop::default());
