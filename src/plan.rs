@@ -100,19 +100,20 @@ impl Plan {
             let last = d + 1 == rank;
             let (n, m) = (input.shape[d], indices.shape[d] / if last { k } else { 1 });
             let gathered = axes.contains(&d);
-            let len = match (gathered, n == m || m == 1, n == 1) {
-                (true, ..) => m,
-                (false, true, _) => n,
-                (false, false, true) => m,
-                (false, false, false) => {
-                    return Err(GatherError::ShapeMismatch {
-                        op,
-                        dim: d,
-                        input_shape: input.shape.to_vec(),
-                        indices_shape: fold(indices.shape, k),
-                        detail: format!("sizes {n} and {m} do not broadcast (one must be 1)"),
-                    });
-                }
+            let len = if gathered {
+                m
+            } else if n == m || m == 1 {
+                n
+            } else if n == 1 {
+                m
+            } else {
+                return Err(GatherError::ShapeMismatch {
+                    op,
+                    dim: d,
+                    input_shape: input.shape.to_vec(),
+                    indices_shape: fold(indices.shape, k),
+                    detail: format!("sizes {n} and {m} do not broadcast (one must be 1)"),
+                });
             };
             plan.out_shape.push(len);
             let loop_d = Loop {

@@ -85,6 +85,16 @@ fn shape_mismatch_names_dimension_and_sizes() {
         "gather_multiaxis: dimension 0 of input shape [2, 3] and indices shape [3, 1] is incompatible: \
          sizes 2 and 3 do not broadcast (one must be 1)"
     );
+    // On the last dimension the folded size counts: 4 values per row are 2 (x, y)
+    // coordinates, which do not broadcast against 5; the message names the folded shape.
+    let e = ndarray::Array3::<f32>::zeros((2, 3, 5))
+        .gather_multiaxis(&ndarray::Array3::<i64>::zeros((2, 4, 4)), &[0, 1])
+        .unwrap_err();
+    assert_eq!(
+        msg(&e),
+        "gather_multiaxis: dimension 2 of input shape [2, 3, 5] and indices shape [2, 4, 2] is \
+         incompatible: sizes 5 and 2 do not broadcast (one must be 1)"
+    );
     let e = Array2::<f32>::zeros((2, 3))
         .gather_elements(&Array2::<i64>::zeros((3, 1)), 1)
         .unwrap_err();
