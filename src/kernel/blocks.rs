@@ -146,8 +146,20 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
     }
 }
 
-/// Asks the CPU to start loading the `bytes` bytes at `p` into cache (a hint: it never
-/// faults and changes no memory, so `p` may be any address). A no-op off x86-64.
+/// Asks the CPU to start loading the cache line at `p` (a hint: it never faults and
+/// changes no memory, so `p` may be any address). A no-op off x86-64.
+#[inline(always)]
+pub(super) fn prefetch_line<A>(p: *const A) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch only; the address is computed without dereferencing.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// [`prefetch_line`] for every cache line of the `bytes` bytes at `p`.
 #[inline(always)]
 pub(super) fn prefetch_block<A>(p: *const A, bytes: usize) {
     #[cfg(target_arch = "x86_64")]

@@ -20,7 +20,7 @@ use std::mem::needs_drop;
 
 use ndarray::{ArrayViewD, ArrayViewMutD};
 
-use super::blocks::prefetch_block;
+use super::blocks::{prefetch_block, prefetch_line};
 use super::schedule::{self, Ranges};
 use super::walk::{At, Visit, positions, split_innermost, walk};
 use super::{BadIndex, debug_check_reach, locate, span};
@@ -118,7 +118,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         let visit = |start: usize, end: usize| {
             let mut v = Check { task: self };
             // SAFETY: `ScatterTask::new`'s contract; `start..end` are positions.
-            unsafe { walk(self.outer, self.lane.len, false, start, end, &mut v) }
+            unsafe { walk(self.outer, self.lane.len, self.lane.idx == 0, start, end, &mut v) }
         };
         if !schedule::worth_parallel(bytes) {
             return visit(0, total);
@@ -173,13 +173,16 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         let (lo, hi) = self.span;
         // Each part walks every position, so parts pay only when the updates' random
         // writes cost more than re-reading the indices: when the destination does not fit
-        // in cache. (A histogram's few bins are written fastest by one thread: S5 took
-        // 47 ms on one, 135 ms on two; 71 ms when each part first sorted a lane's
-        // positions into its own and others', without a branch.) Under Miri, parts
-        // whenever the work is large enough, so that its tests reach them.
+        // in cache, and blocks fill at least a cache line. (A histogram's few bins are
+        // written fastest by one thread: S5 took 47 ms on one, 135 ms on two; 71 ms when
+        // each part first sorted a lane's positions into its own and others', without a
+        // branch. S3's 16-byte points: 11.5 ms on one thread, 13 ms on two, where S8's
+        // 64-byte blocks take 8.8 and 5.3.) Under Miri, parts whenever the work is large
+        // enough, so that its tests reach them.
         let dst_bytes = ((hi - lo) as usize + 1).saturating_mul(size_of::<A>());
+        let small_blocks = blocks && self.lane.len * size_of::<A>() < 64;
         let parts = if schedule::worth_parallel(total.saturating_mul(size_of::<A>()))
-            && (dst_bytes >= SMALL_DST_BYTES || cfg!(miri))
+            && ((dst_bytes >= SMALL_DST_BYTES && !small_blocks) || cfg!(miri))
         {
             schedule::threads()
         } else {
@@ -230,8 +233,20 @@ struct Check<'t, 'a, A, I> {
 }
 
 impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
-    unsafe fn lanes(&mut self, _: Loop, _: usize, _: At) -> Result<(), BadIndex> {
-        Err(BadIndex) // never asked for: the walk runs lane by lane
+    /// `count` block lanes along `row`, one coordinate each: a tight loop that asks for
+    /// the indices a few KiB ahead (the hardware's own prefetch left S3's check at
+    /// 5 ms for 16 MB of indices; 2 ms with this).
+    unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
+        let t = self.task;
+        let ahead = lines_ahead::<I>(row.idx);
+        let mut good = true;
+        for k in 0..count as isize {
+            prefetch_line(t.idx.wrapping_offset(at.idx + (k + ahead) * row.idx));
+            // SAFETY: lane `k` of the row exists; its coordinate is an element of the
+            // indices (`new`'s contract).
+            good &= unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx + k * row.idx) }.1;
+        }
+        if good { Ok(()) } else { Err(BadIndex) }
     }
 
     unsafe fn lane(&mut self, at: At, first: usize, last: usize) -> Result<(), BadIndex> {
@@ -273,7 +288,9 @@ fn verdict<const CHECKED: bool>(good: bool) -> Result<(), BadIndex> {
     if CHECKED && !good { Err(BadIndex) } else { Ok(()) }
 }
 
-impl<A: Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool> Apply<'_, '_, A, I, R, CHECKED> {
+impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
+    Apply<'_, '_, A, I, R, CHECKED>
+{
     /// Combines positions `range` of a block lane whose destinations are `d0 + i * inp`
     /// and updates `u0 + i * out` (the lane's strides), those in our span only.
     ///
@@ -321,29 +338,42 @@ impl<A: Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool> Apply<'
                 .reduce(&mut *self.dst.offset(d), &*self.task.upd.offset(u))
         }
     }
-}
 
-impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool> Visit
-    for Apply<'_, '_, A, I, R, CHECKED>
-{
-    /// A row of block lanes as a pipeline: each block's coordinate is located once, and
-    /// its destination prefetched (if ours), a few lanes (about 4 KiB of blocks) before
-    /// its updates are combined, so that random writes overlap.
-    unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
+    /// `count` block lanes along `row`, the first at `at`, as a pipeline: each block's
+    /// coordinate is located (through the `N` axis terms in `fixed`, or for `N == 0`
+    /// the task's) and its destination and updates prefetched (if ours) a few lanes,
+    /// about 4 KiB of blocks, before its updates are combined, so that random writes
+    /// overlap; the indices are asked for further ahead. `K > 0`: blocks of `K`
+    /// contiguous elements, combined as fixed-size arrays (S3's points: a move, not a
+    /// loop of four).
+    ///
+    /// # Safety
+    /// The `count` lanes exist; `fixed` are the task's axis terms; for `K > 0` the lane
+    /// has `K` elements and unit strides.
+    #[inline(always)]
+    unsafe fn pipeline<const N: usize, const K: usize>(
+        &self,
+        fixed: &[AxisTerm; N],
+        (row, count, at): (Loop, usize, At),
+    ) -> Result<(), BadIndex> {
         let t = self.task;
+        let axes: &[AxisTerm] = if N == 0 { t.axes } else { fixed };
         let (n, (lo, hi)) = (t.lane.len, self.own);
         let bytes = n * size_of::<A>();
         let ahead = (4096 / bytes.max(1)).clamp(1, RING).min(count);
+        let far = ahead as isize + lines_ahead::<I>(row.idx);
         let mut good = true;
         let mut locate_at = |k: usize| {
             let lane = at.step(&row, k as isize);
+            prefetch_line(t.idx.wrapping_offset(lane.idx + far * row.idx));
             // SAFETY: lane `k` of the row exists; its coordinate was checked, or is
             // checked here (a bad one resolves to position 0).
-            let (g, ok) = unsafe { locate::<I, Raise>(t.idx, t.axes, lane.idx) };
+            let (g, ok) = unsafe { locate::<I, Raise>(t.idx, axes, lane.idx) };
             good &= ok;
             let d = lane.inp + g;
             if lo <= d && d < hi {
                 prefetch_block(self.dst.wrapping_offset(d), bytes);
+                prefetch_block(t.upd.wrapping_offset(lane.out), bytes);
             }
             d
         };
@@ -356,10 +386,63 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
             if k + ahead < count {
                 ring[(k + ahead) % RING] = locate_at(k + ahead);
             }
-            // SAFETY: lane `k` of the row exists, its first destination is `d0`.
-            unsafe { self.block(d0, at.out + k as isize * row.out, 0..n) };
+            let u0 = at.out + k as isize * row.out;
+            if K > 0 && lo <= d0 && d0 + K as isize <= hi {
+                // SAFETY: the lane's `K` contiguous destinations are ours, its `K`
+                // contiguous updates exist, and the two do not overlap.
+                let (d, u) = unsafe {
+                    (
+                        &mut *self.dst.offset(d0).cast::<[A; K]>(),
+                        &*t.upd.offset(u0).cast::<[A; K]>(),
+                    )
+                };
+                for (x, v) in d.iter_mut().zip(u) {
+                    self.reducer.reduce(x, v);
+                }
+            } else {
+                // SAFETY: lane `k` of the row exists, its first destination is `d0`.
+                unsafe { self.block(d0, u0, 0..n) };
+            }
         }
         verdict::<CHECKED>(good)
+    }
+}
+
+/// How many lanes `row_idx` elements of `I` apart reach about 2 KiB ahead in the indices
+/// (at least one): the distance at which a row of lanes asks for them.
+fn lines_ahead<I>(row_idx: isize) -> isize {
+    let step = (row_idx.unsigned_abs() * size_of::<I>()).max(1);
+    (2048 / step).clamp(1, 256) as isize
+}
+
+impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool> Visit
+    for Apply<'_, '_, A, I, R, CHECKED>
+{
+    /// A row of block lanes (see [`Apply::pipeline`]), with one or two axis terms by
+    /// value, and blocks of 1-16 contiguous elements as fixed-size arrays.
+    unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
+        let l = self.task.lane;
+        let k = if l.inp == 1 && l.out == 1 { l.len } else { 0 };
+        let rows = (row, count, at);
+        // SAFETY: (every arm) forwarded; `fixed` holds this task's own axis terms, and `K`
+        // is the lane's length where its strides are unit.
+        unsafe {
+            match (self.task.axes, k) {
+                ([a], 1) => self.pipeline::<1, 1>(&[*a], rows),
+                ([a], 2) => self.pipeline::<1, 2>(&[*a], rows),
+                ([a], 4) => self.pipeline::<1, 4>(&[*a], rows),
+                ([a], 8) => self.pipeline::<1, 8>(&[*a], rows),
+                ([a], 16) => self.pipeline::<1, 16>(&[*a], rows),
+                ([a], _) => self.pipeline::<1, 0>(&[*a], rows),
+                ([a, b], 1) => self.pipeline::<2, 1>(&[*a, *b], rows),
+                ([a, b], 2) => self.pipeline::<2, 2>(&[*a, *b], rows),
+                ([a, b], 4) => self.pipeline::<2, 4>(&[*a, *b], rows),
+                ([a, b], 8) => self.pipeline::<2, 8>(&[*a, *b], rows),
+                ([a, b], 16) => self.pipeline::<2, 16>(&[*a, *b], rows),
+                ([a, b], _) => self.pipeline::<2, 0>(&[*a, *b], rows),
+                _ => self.pipeline::<0, 0>(&[], rows),
+            }
+        }
     }
 
     #[inline(always)]

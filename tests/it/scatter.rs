@@ -466,6 +466,46 @@ fn parallel_scatters_give_the_sequential_bits() {
     assert_eq!(got.1, want.mapv(f32::to_bits));
 }
 
+/// Blocks of every length the kernel combines as fixed-size arrays (1, 2, 4, 8, 16) and
+/// of others (3, 5), located through one axis (`scatter` of rows) and through two
+/// (`scatter_nd` of points), with duplicates: the bits of a plain loop, on 1 and 3
+/// threads. (Natively the 16-wide destinations span 4.5 MB, enough for parts, whose
+/// boundaries cut blocks.)
+#[test]
+fn block_scatters_of_every_length_match_a_plain_loop() {
+    let (h, w, n) = if cfg!(miri) {
+        (3, 2, 20)
+    } else {
+        (350, 200, 200_000)
+    };
+    let rows = h * w;
+    let at = |i: usize| (i * 7919 + i / 3) % rows;
+    for width in [1, 2, 3, 4, 5, 8, 16] {
+        let upd = Array::from_shape_fn((n, width), |(i, j)| ((i * 31 + j) % 97) as f32 * 0.37);
+        let mut want = Array::<f32, _>::zeros((rows, width));
+        for i in 0..n {
+            for j in 0..width {
+                want[[at(i), j]] += upd[[i, j]];
+            }
+        }
+        let ids = Array::from_shape_fn(n, |i| at(i) as i64);
+        let got = both(|| {
+            let mut t = Array::<f32, _>::zeros((rows, width));
+            t.scatter(&ids, &upd, 0, Add).unwrap();
+            t.mapv(f32::to_bits)
+        });
+        assert_eq!(got, want.mapv(f32::to_bits), "rows of {width}");
+        let points = Array::from_shape_fn((n, 2), |(i, c)| [at(i) / w, at(i) % w][c] as i64);
+        let got = both(|| {
+            let mut t = Array::<f32, _>::zeros((h, w, width));
+            t.scatter_nd(&points, &upd, 0, Add).unwrap();
+            t.mapv(f32::to_bits)
+        });
+        let want = want.to_shape((h, w, width)).unwrap().mapv(f32::to_bits);
+        assert_eq!(got, want, "points of {width}");
+    }
+}
+
 /// A reducer that panics midway leaves every element valid, drops nothing twice and
 /// leaks nothing, serially and in parallel.
 #[test]
