@@ -79,15 +79,34 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
         }
     }
 
+    /// An empty plan for [`Call::plan`], named for this call's method.
+    #[inline]
+    pub fn empty_plan(&self) -> Plan {
+        Plan::empty(self.op)
+    }
+
     /// The caller's output shape: the lowered one without the `remove` axes.
     pub fn final_shape(&self, lowered: &[usize]) -> Small<usize> {
+        self.final_dims(lowered).collect()
+    }
+
+    /// Whether `shape` is [`Call::final_shape`] of `lowered` (compared in place: W7's call
+    /// spent a tenth of its instructions copying and comparing shapes).
+    #[inline]
+    pub fn is_final_shape(&self, lowered: &[usize], shape: &[usize]) -> bool {
+        shape.len() + self.remove.len() == lowered.len()
+            && self.final_dims(lowered).zip(shape).all(|(n, &m)| n == m)
+    }
+
+    /// The lengths of [`Call::final_shape`].
+    #[inline]
+    fn final_dims<'s>(&'s self, lowered: &'s [usize]) -> impl Iterator<Item = usize> + 's {
         let mut removed = self.remove.iter().peekable();
         lowered
             .iter()
             .enumerate()
-            .filter(|&(d, _)| removed.next_if_eq(&&d).is_none())
+            .filter(move |&(d, _)| removed.next_if_eq(&&d).is_none())
             .map(|(_, &n)| n)
-            .collect()
     }
 
     /// `v` (of the caller's output shape) with the removed unit axes put back.
@@ -98,11 +117,11 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
         v
     }
 
-    /// Validates the call (every error but an out-of-range index) and describes it.
-    #[inline]
-    pub fn plan(&self, elem_size: usize) -> Result<Plan, GatherError> {
-        Plan::new(
-            self.op,
+    /// Validates the call (every error but an out-of-range index) and describes it in
+    /// `plan`, an empty one ([`Plan::build`]).
+    #[inline(always)]
+    pub fn plan(&self, plan: &mut Plan, elem_size: usize) -> Result<(), GatherError> {
+        let built = plan.build(
             Layout {
                 shape: self.input.shape(),
                 strides: self.input.strides(),
@@ -113,8 +132,8 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
             },
             &self.axes,
             elem_size,
-        )
-        .map_err(|e| match e {
+        );
+        built.map_err(|e| match e {
             GatherError::EmptyAxis {
                 op,
                 axis,
@@ -218,7 +237,8 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
 impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
     /// Gathers into a new array of the output shape.
     pub fn alloc(self) -> Result<ArrayD<A>, GatherError> {
-        let plan = self.plan(size_of::<A>())?;
+        let mut plan = self.empty_plan();
+        self.plan(&mut plan, size_of::<A>())?;
         // Indices are checked by the kernel as it reads them (a separate pass would read
         // them twice); if one is bad, the kernel drops what it wrote and we free the rest.
         let loops = plan.loops(&c_strides(&plan.out_shape));
@@ -238,12 +258,12 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
     /// is found before the first write; after a bad index, `out` holds valid elements
     /// (old ones or input elements) in unspecified places.
     pub fn into(self, out: ArrayViewMutD<'_, A>) -> Result<(), GatherError> {
-        let plan = self.plan(size_of::<A>())?;
-        let expected = self.final_shape(&plan.out_shape);
-        if out.shape() != &*expected {
+        let mut plan = self.empty_plan();
+        self.plan(&mut plan, size_of::<A>())?;
+        if !self.is_final_shape(&plan.out_shape, out.shape()) {
             return Err(GatherError::OutputShape {
                 op: self.op,
-                expected: expected.to_vec(),
+                expected: self.final_shape(&plan.out_shape).to_vec(),
                 found: out.shape().to_vec(),
             });
         }
@@ -299,7 +319,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
         fit: Fit,
         reducer: R,
     ) -> Result<(), GatherError> {
-        let plan = self.plan(size_of::<A>())?;
+        let mut plan = self.empty_plan();
+        self.plan(&mut plan, size_of::<A>())?;
         let expected = self.final_shape(&plan.out_shape);
         let unfit = || GatherError::UpdatesShape {
             op: self.op,

@@ -50,11 +50,20 @@ pub(crate) struct Layout<'a> {
 }
 
 impl Plan {
-    /// Validates a `gather_multiaxis` call and describes it.
-    ///
-    /// `elem_size` is the size of one output element, so that an output too large to
-    /// allocate is an error here rather than a panic later.
+    /// A plan of no dimensions, to be filled by [`Plan::build`].
     #[inline]
+    pub fn empty(op: &'static str) -> Plan {
+        Plan {
+            op,
+            out_shape: Small::new(),
+            out_len: 0,
+            dims: Small::new(),
+            axes: Small::new(),
+        }
+    }
+
+    /// Validates a `gather_multiaxis` call and describes it.
+    #[cfg(test)]
     pub fn new(
         op: &'static str,
         input: Layout<'_>,
@@ -62,6 +71,26 @@ impl Plan {
         axes: &[usize],
         elem_size: usize,
     ) -> Result<Plan, GatherError> {
+        let mut plan = Plan::empty(op);
+        plan.build(input, indices, axes, elem_size)?;
+        Ok(plan)
+    }
+
+    /// Validates a `gather_multiaxis` call and describes it in this plan, which must be
+    /// [`Plan::empty`]. (Filled in place rather than returned: a plan is a few hundred
+    /// bytes, and each move of one out of a `Result` was a `memcpy` call, four of them in
+    /// W7's call.)
+    ///
+    /// `elem_size` is the size of one output element, so that an output too large to
+    /// allocate is an error here rather than a panic later.
+    pub fn build(
+        &mut self,
+        input: Layout<'_>,
+        indices: Layout<'_>,
+        axes: &[usize],
+        elem_size: usize,
+    ) -> Result<(), GatherError> {
+        let (op, plan) = (self.op, self);
         let rank = input.shape.len();
         if indices.shape.len() != rank {
             return Err(GatherError::RankMismatch {
@@ -74,6 +103,7 @@ impl Plan {
         check_axes(op, axes, rank)?;
         let k = axes.len().max(1);
         if let Some(&last) = indices.shape.last()
+            && k > 1
             && last % k != 0
         {
             return Err(GatherError::CoordinateFold {
@@ -86,19 +116,18 @@ impl Plan {
         // One pass over the dimensions: the output's length on each (the logical indices
         // size on the axes, elsewhere input and indices sizes broadcast strictly: equal,
         // or one of them 1) and the strides at which input and indices advance along it.
-        // Filled where it is returned rather than assembled from parts: a plan is a few
-        // hundred bytes, and a copy of what was just written reloads it before the stores
-        // retire (a few ns of W7's call; measured, not guaranteed by the compiler).
-        let mut plan = Plan {
-            op,
-            out_shape: Small::new(),
-            out_len: 0,
-            dims: Small::new(),
-            axes: Small::new(),
-        };
         for d in 0..rank {
             let last = d + 1 == rank;
-            let (n, m) = (input.shape[d], indices.shape[d] / if last { k } else { 1 });
+            // (A division only on the last dimension: a divisor that is 1 elsewhere still
+            // costs a `div` per dimension.)
+            let (n, m) = (
+                input.shape[d],
+                if last && k > 1 {
+                    indices.shape[d] / k
+                } else {
+                    indices.shape[d]
+                },
+            );
             let gathered = axes.contains(&d);
             let len = if gathered {
                 m
@@ -151,7 +180,7 @@ impl Plan {
                 output_shape: plan.out_shape.to_vec(),
             });
         }
-        Ok(plan)
+        Ok(())
     }
 
     /// The loops over an output with strides `out_strides`, outermost first: dimensions of
@@ -250,6 +279,7 @@ fn chunks(l: Loop, t: usize) -> Loop {
 
 /// The loops over `dims`, outermost first: dimensions of length 1 dropped and neighbours
 /// that advance uniformly in all three operands merged. Never empty.
+#[inline(always)]
 fn merge(dims: impl Iterator<Item = Loop>) -> Small<Loop> {
     let mut loops: Small<Loop> = Small::new();
     for inner in dims {

@@ -525,7 +525,8 @@ impl GatherPlan {
         let indices = indices.view().into_dyn();
         let views = (stand_in.view(), indices.view());
         let (output_shape, positions) = lower::with_call(op, &lowering, views, mode, |call| {
-            let plan = call.plan(1)?;
+            let mut plan = call.empty_plan();
+            call.plan(&mut plan, 1)?;
             let longest = plan.axes.iter().map(|t| t.len).max().unwrap_or(0);
             let shape = indices.shape();
             let positions = if longest <= 1 << 16 {
@@ -600,7 +601,8 @@ fn lower_positions<A: Clone, P: Position, T>(
 
 /// The loops (for a C-order output) and axis terms of `call` over a C-order stand-in.
 fn standard<P: GatherIndex>(call: Call<'_, ndarray::ViewRepr<&()>, P>) -> Result<Standard, GatherError> {
-    let plan = call.plan(1)?;
+    let mut plan = call.empty_plan();
+    call.plan(&mut plan, 1)?;
     Ok(Standard {
         loops: plan.loops(&c_strides(&plan.out_shape)),
         axes: plan.axes,

@@ -5,14 +5,22 @@
 //! dynamic-rank views the lowerings build are ndarray's `IxDyn`, which keeps only rank <= 4
 //! inline: above that, a call allocates a few small vectors.)
 
+use std::mem::MaybeUninit;
 use std::ops::{Deref, DerefMut};
 
 const INLINE: usize = 6;
 
 /// A `Vec<T>` that stores up to six elements without allocating.
+///
+/// The inline slots past `len` stay uninitialized: a planner's `Small` is made on every
+/// call, and zeroing three of them cost W7's call about 50 instructions.
 #[derive(Clone)]
 pub(crate) enum Small<T: Copy + Default> {
-    Inline { len: usize, items: [T; INLINE] },
+    /// `items[..len]` are initialized, `len <= INLINE`.
+    Inline {
+        len: usize,
+        items: [MaybeUninit<T>; INLINE],
+    },
     Heap(Vec<T>),
 }
 
@@ -21,7 +29,7 @@ impl<T: Copy + Default> Small<T> {
     pub fn new() -> Self {
         Small::Inline {
             len: 0,
-            items: [T::default(); INLINE],
+            items: [const { MaybeUninit::uninit() }; INLINE],
         }
     }
 
@@ -30,7 +38,7 @@ impl<T: Copy + Default> Small<T> {
         if let Small::Inline { len, items } = self
             && let Some(slot) = items.get_mut(*len)
         {
-            *slot = v;
+            slot.write(v);
             *len += 1;
             return;
         }
@@ -41,8 +49,8 @@ impl<T: Copy + Default> Small<T> {
     #[inline(never)]
     fn push_spilled(&mut self, v: T) {
         match self {
-            Small::Inline { len, items } => {
-                let mut heap = items[..*len].to_vec();
+            Small::Inline { .. } => {
+                let mut heap = self.to_vec();
                 heap.push(v);
                 *self = Small::Heap(heap);
             }
@@ -62,7 +70,11 @@ impl<T: Copy + Default> Deref for Small<T> {
     #[inline]
     fn deref(&self) -> &[T] {
         match self {
-            Small::Inline { len, items } => &items[..*len],
+            // SAFETY: `items[..len]` are initialized (the `Inline` invariant), and
+            // `MaybeUninit<T>` has `T`'s layout.
+            Small::Inline { len, items } => unsafe {
+                std::slice::from_raw_parts(items.as_ptr().cast::<T>(), *len)
+            },
             Small::Heap(v) => v,
         }
     }
@@ -72,7 +84,10 @@ impl<T: Copy + Default> DerefMut for Small<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
         match self {
-            Small::Inline { len, items } => &mut items[..*len],
+            // SAFETY: as for `deref`; the borrow is exclusive.
+            Small::Inline { len, items } => unsafe {
+                std::slice::from_raw_parts_mut(items.as_mut_ptr().cast::<T>(), *len)
+            },
             Small::Heap(v) => v,
         }
     }
@@ -93,10 +108,10 @@ impl<T: Copy + Default> FromIterator<T> for Small<T> {
         match iter.size_hint() {
             (_, Some(hi)) if hi <= INLINE => {
                 // Fits inline for sure: fill the array directly.
-                let mut items = [T::default(); INLINE];
+                let mut items = [const { MaybeUninit::uninit() }; INLINE];
                 let mut len = 0;
                 for (slot, v) in items.iter_mut().zip(&mut iter) {
-                    *slot = v;
+                    slot.write(v);
                     len += 1;
                 }
                 Small::Inline { len, items }
