@@ -91,6 +91,10 @@ impl Plan {
         elem_size: usize,
     ) -> Result<(), GatherError> {
         let (op, plan) = (self.op, self);
+        debug_assert!(
+            plan.dims.is_empty() && plan.axes.is_empty(),
+            "{op}: a plan is built once"
+        );
         let rank = input.shape.len();
         if indices.shape.len() != rank {
             return Err(GatherError::RankMismatch {
@@ -103,7 +107,6 @@ impl Plan {
         check_axes(op, axes, rank)?;
         let k = axes.len().max(1);
         if let Some(&last) = indices.shape.last()
-            && k > 1
             && last % k != 0
         {
             return Err(GatherError::CoordinateFold {
@@ -118,11 +121,9 @@ impl Plan {
         // or one of them 1) and the strides at which input and indices advance along it.
         for d in 0..rank {
             let last = d + 1 == rank;
-            // (A division only on the last dimension: a divisor that is 1 elsewhere still
-            // costs a `div` per dimension.)
             let (n, m) = (
                 input.shape[d],
-                if last && k > 1 {
+                if last {
                     indices.shape[d] / k
                 } else {
                     indices.shape[d]

@@ -15,7 +15,7 @@ const INLINE: usize = 6;
 /// The inline slots past `len` stay uninitialized: a planner's `Small` is made on every
 /// call, and zeroing three of them cost W7's call about 50 instructions.
 #[derive(Clone)]
-pub(crate) enum Small<T: Copy + Default> {
+pub(crate) enum Small<T: Copy> {
     /// `items[..len]` are initialized, `len <= INLINE`.
     Inline {
         len: usize,
@@ -24,7 +24,7 @@ pub(crate) enum Small<T: Copy + Default> {
     Heap(Vec<T>),
 }
 
-impl<T: Copy + Default> Small<T> {
+impl<T: Copy> Small<T> {
     #[inline]
     pub fn new() -> Self {
         Small::Inline {
@@ -59,13 +59,13 @@ impl<T: Copy + Default> Small<T> {
     }
 }
 
-impl<T: Copy + Default> Default for Small<T> {
+impl<T: Copy> Default for Small<T> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<T: Copy + Default> Deref for Small<T> {
+impl<T: Copy> Deref for Small<T> {
     type Target = [T];
     #[inline]
     fn deref(&self) -> &[T] {
@@ -80,7 +80,7 @@ impl<T: Copy + Default> Deref for Small<T> {
     }
 }
 
-impl<T: Copy + Default> DerefMut for Small<T> {
+impl<T: Copy> DerefMut for Small<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
         match self {
@@ -93,7 +93,7 @@ impl<T: Copy + Default> DerefMut for Small<T> {
     }
 }
 
-impl<'a, T: Copy + Default> IntoIterator for &'a Small<T> {
+impl<'a, T: Copy> IntoIterator for &'a Small<T> {
     type Item = &'a T;
     type IntoIter = std::slice::Iter<'a, T>;
     fn into_iter(self) -> Self::IntoIter {
@@ -101,7 +101,7 @@ impl<'a, T: Copy + Default> IntoIterator for &'a Small<T> {
     }
 }
 
-impl<T: Copy + Default> FromIterator<T> for Small<T> {
+impl<T: Copy> FromIterator<T> for Small<T> {
     #[inline]
     fn from_iter<It: IntoIterator<Item = T>>(iter: It) -> Self {
         let mut iter = iter.into_iter();
@@ -127,25 +127,25 @@ impl<T: Copy + Default> FromIterator<T> for Small<T> {
     }
 }
 
-impl<T: Copy + Default> From<&[T]> for Small<T> {
+impl<T: Copy> From<&[T]> for Small<T> {
     fn from(v: &[T]) -> Self {
         v.iter().copied().collect()
     }
 }
 
-impl<T: Copy + Default + std::fmt::Debug> std::fmt::Debug for Small<T> {
+impl<T: Copy + std::fmt::Debug> std::fmt::Debug for Small<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_list().entries(self.iter()).finish()
     }
 }
 
-impl<T: Copy + Default + PartialEq> PartialEq for Small<T> {
+impl<T: Copy + PartialEq> PartialEq for Small<T> {
     fn eq(&self, other: &Self) -> bool {
         **self == **other
     }
 }
 
-impl<T: Copy + Default + Eq> Eq for Small<T> {}
+impl<T: Copy + Eq> Eq for Small<T> {}
 
 #[cfg(test)]
 mod tests {
