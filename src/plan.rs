@@ -223,20 +223,21 @@ impl Plan {
     }
 }
 
-/// The lane's length in a tile: few enough output lines (one per lane element, often a
-/// power of two apart) to stay within L1's associativity.
-const TILE_LANE: usize = 8;
-/// The cross loop's length in a tile: whole output lines along it.
+/// The lane's length in a tile.
+const TILE_LANE: usize = 64;
+/// The cross loop's length in a tile: whole output lines along it. (A tile of 64 x 64
+/// `f32`s is the kernel's staging buffer, 16 KiB; measured on W1 and W3 into
+/// Fortran-order outputs, it beat lanes of 8, 16 and 32 with crosses of 64 to 512.)
 const TILE_CROSS: usize = 64;
 
 /// `loops` (outermost first, never empty) whose lane strides through the output while an
 /// outer *cross* loop moves through it more densely (a Fortran-order output of a C-order
 /// input), strip-mined into tiles of `TILE_CROSS` x `TILE_LANE` positions: the cross loop
-/// moves inside the lane's chunks, so that each tile's output lines fill while they are
-/// in cache, and the lane still reads its input runs. Unchanged where the lane's output
-/// stride is already unit, the lane is short, or a length is not a multiple of its
-/// tile's. (Measured on W1 and W3 into Fortran-order outputs: tiles of 8 x 64 beat lanes
-/// of 4, 16 and 32 and crosses of up to 4096 positions.)
+/// moves inside the lane's chunks and becomes the row around the lane, so that the
+/// kernel stages each tile (gathers its lanes into a buffer, then writes the output along
+/// the cross loop, `kernel::stage`) while the input rows it reads stay in cache.
+/// Unchanged where the lane's output stride is already unit, the lane is short, or a
+/// length is not a multiple of its tile's.
 fn tiled(loops: Small<Loop>) -> Small<Loop> {
     let Some((&lane, outer)) = loops.split_last() else {
         return loops;
@@ -252,8 +253,10 @@ fn tiled(loops: Small<Loop>) -> Small<Loop> {
     let (Some(tl), Some(tx)) = (fit(lane.len, TILE_LANE), fit(cross.len, TILE_CROSS)) else {
         return loops;
     };
-    // A lane of up to two chunks touches few enough output lines that the loops around
-    // it fill them while they are in cache (W8's pixels: tiling them cost a fifth more).
+    // A lane of up to two chunks is staged whole with the loop around it (W8's pixels:
+    // tiling them with the cross loop took twice the time, its rows too short to keep
+    // the block pipeline's reads in flight; chunking the row around the cross loop
+    // gained nothing).
     if dense(&lane) <= 1 || dense(&cross) >= dense(&lane) || lane.len <= 2 * TILE_LANE {
         return loops;
     }
@@ -437,10 +440,10 @@ mod tests {
     #[test]
     fn any_order_loops_tile_or_reverse() {
         let lp = |len, out, inp, idx| Loop { len, out, inp, idx };
-        // W1 lowered, into a Fortran-order output: tiles of 64 lookups by 8 columns.
+        // W1 lowered, into a Fortran-order output: tiles of 64 lookups by 64 columns.
         let p = Plan::new(
             "t",
-            lay(&[50, 1, 1, 40], &[40, 40, 40, 1]),
+            lay(&[50, 1, 1, 256], &[256, 256, 256, 1]),
             lay(&[1, 128, 3, 1], &[384, 3, 1, 1]),
             &[0],
             4,
@@ -451,15 +454,15 @@ mod tests {
             &[
                 lp(3, 128, 0, 1),
                 lp(2, 64, 0, 192),
-                lp(5, 8 * 384, 8, 0),
+                lp(4, 64 * 384, 64, 0),
                 lp(64, 1, 0, 3),
-                lp(8, 384, 1, 0)
+                lp(64, 384, 1, 0)
             ]
         );
         // A C-order output keeps the row-major loops.
         assert_eq!(
-            p.loops_any_order(&[15360, 15360, 120, 1]),
-            p.loops(&[15360, 15360, 120, 1])
+            p.loops_any_order(&[98304, 98304, 768, 1]),
+            p.loops(&[98304, 98304, 768, 1])
         );
         // Everything in Fortran order: the column-major loops (the lane contiguous in all
         // three operands).

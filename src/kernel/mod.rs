@@ -7,6 +7,8 @@
 //!   scatter);
 //! - `blocks`: rows of whole block lanes as a prefetching pipeline;
 //! - `elements`: the one-axis element loop and its CPU variants;
+//! - `stage`: rows of lanes that stride through the output, gathered into a buffer and
+//!   written along the output's memory order;
 //! - `store`: stores and the guard for uninitialized output;
 //! - `scatter`: the scatter kernel, on the same walk and scheduler;
 //! - this file: [`Task`], which owns the bounds invariants, and the gather's lanes.
@@ -33,6 +35,7 @@ mod blocks;
 mod elements;
 mod scatter;
 pub(crate) mod schedule;
+mod stage;
 mod store;
 pub(crate) mod walk;
 
@@ -82,6 +85,8 @@ pub(crate) struct Task<'a, A, I> {
     store: Store,
     /// The element loop's variant, chosen once per call.
     isa: Isa,
+    /// Whether rows of lanes go through a buffer ([`stage::stages`]).
+    staged: bool,
 }
 
 // SAFETY: a `Task` only reads `A` and `I` through shared pointers (so it may cross threads
@@ -200,7 +205,9 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     ) -> Self {
         let (lane, outer) = split_innermost(loops);
         debug_check_reach(loops, axes, input.extent(), indices.extent());
-        let one_axis = axes.len() == 1 && lane.idx == 1 && lane.out == 1;
+        let staged = stage::stages::<A>(&lane, outer);
+        // (A staged lane is contiguous in the buffer.)
+        let one_axis = axes.len() == 1 && lane.idx == 1 && (lane.out == 1 || staged);
         Task {
             outer,
             lane,
@@ -214,6 +221,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
             } else {
                 Isa::Base
             },
+            staged,
         }
     }
 
@@ -290,12 +298,11 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         } else {
             self.out
         };
-        let mut v = Gather::<A, I, R, INIT> {
-            task: self,
-            guard: InitGuard::new(base, INIT && needs_drop::<A>()),
-            _mode: std::marker::PhantomData,
-        };
-        let rows = self.blocks() && end - start > PIPELINE_MIN;
+        let mut v = Gather::<A, I, R, INIT>::new(self, base);
+        if self.staged {
+            v.stage = Vec::with_capacity(stage::STAGE);
+        }
+        let rows = self.staged || (self.blocks() && end - start > PIPELINE_MIN);
         // SAFETY: `Task::new`'s contract, for the visitor's lanes.
         unsafe { walk(self.outer, self.lane.len, rows, start, end, &mut v)? };
         v.guard.disarm();
@@ -381,7 +388,21 @@ pub(crate) unsafe fn locate<I: GatherIndex, R: Resolve>(
 struct Gather<'t, 'a, A, I, R, const INIT: bool> {
     task: &'t Task<'a, A, I>,
     guard: InitGuard<A>,
+    /// The buffer of a staged task's rows (unallocated otherwise).
+    stage: Vec<A>,
     _mode: std::marker::PhantomData<R>,
+}
+
+impl<'t, 'a, A, I, R, const INIT: bool> Gather<'t, 'a, A, I, R, INIT> {
+    /// A visitor of `task`'s range whose first output element is at `base`.
+    fn new(task: &'t Task<'a, A, I>, base: *mut A) -> Self {
+        Gather {
+            task,
+            guard: InitGuard::new(base, INIT && needs_drop::<A>()),
+            stage: Vec::new(),
+            _mode: std::marker::PhantomData,
+        }
+    }
 }
 
 impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
@@ -389,10 +410,16 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
 {
     #[inline(always)]
     unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
-        // SAFETY: forwarded; the walk asks for whole rows only of block lanes.
+        let written = &mut self.guard.written;
+        // SAFETY: forwarded; the walk asks for whole rows only of staged tasks (whose
+        // buffer `walk_range` allocated) and of block lanes.
         unsafe {
-            self.task
-                .block_row::<R, INIT>(row, count, at, &mut self.guard.written)
+            if self.task.staged {
+                let buf = self.stage.spare_capacity_mut().as_mut_ptr();
+                self.task.stage_row::<R>(row, count, at, buf, written)
+            } else {
+                self.task.block_row::<R, INIT>(row, count, at, written)
+            }
         }
     }
 

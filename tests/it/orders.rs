@@ -1,7 +1,8 @@
 //! Gathers into outputs of any memory order: the kernel walks an output in its own order
-//! (column-major loops for an all-Fortran gather, tiles where a Fortran-order output meets
-//! a C-order input), and the result is the C-order one, element for element, for block
-//! and element lanes, one and two axes, with a bad index still refused.
+//! (column-major loops for an all-Fortran gather, tiles staged through a buffer where a
+//! Fortran-order output meets a C-order input), and the result is the C-order one,
+//! element for element, for block and element lanes, one and two axes, elements with and
+//! without drop glue, with a bad index still refused.
 
 use ndarray::{Array, ArrayD, Axis, IxDyn, ShapeBuilder, Slice};
 use ndarray_gather::prelude::*;
@@ -66,10 +67,21 @@ fn check(input: &ArrayD<i64>, idx: &ArrayD<i64>, axes: &[usize]) {
 #[test]
 fn block_lanes_into_fortran_order() {
     // An embedding lookup as W1 lowers it: [rows, 1, 1, dim] by [1, b, s, 1]. Lanes of
-    // 40 and 24 (tiled in chunks of 8), crosses of 64, 128 (two tiles) and 3 (one short).
-    let cases = [(50, 40, 64, 3), (9, 24, 128, 2), (30, 40, 3, 5), (7, 17, 64, 2)];
+    // 192 and 256 (tiled in chunks of 64), crosses of 64, 128 (two tiles) and 3 (one
+    // short); lanes of 40, 24, 17 and 200 staged whole, in groups of several rows (under
+    // Miri, whose staging buffer holds 64 elements: groups of 5 lanes of 12, 4 of 13).
+    let cases = [
+        (50, 192, 64, 3),
+        (9, 256, 128, 2),
+        (30, 192, 3, 5),
+        (50, 40, 64, 3),
+        (9, 24, 128, 2),
+        (30, 40, 3, 5),
+        (7, 17, 64, 2),
+        (7, 200, 8, 2),
+    ];
     let cases = if cfg!(miri) {
-        &[(9, 24, 64, 1)][..]
+        &[(9, 12, 16, 1), (5, 13, 6, 1)][..]
     } else {
         &cases[..]
     };
@@ -93,11 +105,29 @@ fn block_lanes_into_fortran_order() {
 
 #[test]
 fn element_lanes_into_fortran_order() {
-    // take_along_axis along the last axis as W3: lanes of 48 (tiled), rows of 64 and 5.
-    for rows in if cfg!(miri) { vec![5] } else { vec![64, 5] } {
-        let x = Array::from_shape_fn((rows, 48), |(i, j)| (i * 100 + j) as i64).into_dyn();
-        check(&x, &ids(&[rows, 48], 48, rows), &[1]);
+    // take_along_axis along the last axis as W3: lanes of 192 (tiled), 48 and 7 (staged
+    // whole), rows of 128, 64 and 5.
+    let cases = if cfg!(miri) {
+        vec![(5, 7)]
+    } else {
+        vec![(128, 192), (64, 48), (5, 48), (64, 7)]
+    };
+    for (rows, len) in cases {
+        let x = Array::from_shape_fn((rows, len), |(i, j)| (i * 1000 + j) as i64).into_dyn();
+        check(&x, &ids(&[rows, len], len, rows), &[1]);
     }
+}
+
+#[test]
+fn elements_with_drop_glue_into_fortran_order() {
+    // Not staged (the buffer is abandoned on a bad index): the tiles' lanes one by one.
+    let (rows, dim, b) = if cfg!(miri) { (5, 6, 8) } else { (30, 192, 64) };
+    let table = Array::from_shape_fn((rows, 1, 1, dim), |(r, _, _, d)| format!("{r}.{d}")).into_dyn();
+    let idx = ids(&[1, b, 3, 1], rows, 7);
+    let want = table.gather_multiaxis(&idx, &[0]).unwrap();
+    let mut f = ArrayD::from_elem(IxDyn(want.shape()).f(), String::from("old"));
+    table.gather_multiaxis_into(&idx, &[0], &mut f).unwrap();
+    assert_eq!(f, want);
 }
 
 #[test]
