@@ -45,6 +45,7 @@ use self::elements::Axis1;
 pub(crate) use self::elements::Isa;
 pub(crate) use self::scatter::ScatterTask;
 use self::schedule::Ranges;
+use self::stage::Stage;
 use self::store::{InitGuard, store};
 use self::walk::{At, Visit, positions, split_innermost, walk};
 use crate::index::{GatherIndex, Resolve};
@@ -85,8 +86,8 @@ pub(crate) struct Task<'a, A, I> {
     store: Store,
     /// The element loop's variant, chosen once per call.
     isa: Isa,
-    /// Whether rows of lanes go through a buffer ([`stage::stages`]).
-    staged: bool,
+    /// Whether rows of lanes go through a buffer, and which side ([`Stage::of`]).
+    staged: Stage,
 }
 
 // SAFETY: a `Task` only reads `A` and `I` through shared pointers (so it may cross threads
@@ -205,9 +206,9 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     ) -> Self {
         let (lane, outer) = split_innermost(loops);
         debug_check_reach(loops, axes, input.extent(), indices.extent());
-        let staged = stage::stages::<A>(&lane, outer);
-        // (A staged lane is contiguous in the buffer.)
-        let one_axis = axes.len() == 1 && lane.idx == 1 && (lane.out == 1 || staged);
+        let staged = Stage::of::<A>(&lane, outer, axes);
+        // (A lane staged for its output is contiguous in the buffer.)
+        let one_axis = axes.len() == 1 && lane.idx == 1 && (lane.out == 1 || staged == Stage::Output);
         Task {
             outer,
             lane,
@@ -299,10 +300,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
             self.out
         };
         let mut v = Gather::<A, I, R, INIT>::new(self, base);
-        if self.staged {
-            v.stage = Vec::with_capacity(stage::STAGE);
-        }
-        let rows = self.staged || (self.blocks() && end - start > PIPELINE_MIN);
+        v.stage = Vec::with_capacity(self.staged.capacity(self.axes));
+        let rows = self.staged != Stage::No || (self.blocks() && end - start > PIPELINE_MIN);
         // SAFETY: `Task::new`'s contract, for the visitor's lanes.
         unsafe { walk(self.outer, self.lane.len, rows, start, end, &mut v)? };
         v.guard.disarm();
@@ -414,11 +413,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
         // SAFETY: forwarded; the walk asks for whole rows only of staged tasks (whose
         // buffer `walk_range` allocated) and of block lanes.
         unsafe {
-            if self.task.staged {
-                let buf = self.stage.spare_capacity_mut().as_mut_ptr();
-                self.task.stage_row::<R>(row, count, at, buf, written)
-            } else {
-                self.task.block_row::<R, INIT>(row, count, at, written)
+            let buf = self.stage.spare_capacity_mut().as_mut_ptr();
+            match self.task.staged {
+                Stage::Output => self.task.stage_row::<R>(row, count, at, buf, written),
+                Stage::Input => self.task.stage_inputs::<R, INIT>(row, count, at, buf, written),
+                Stage::No => self.task.block_row::<R, INIT>(row, count, at, written),
             }
         }
     }

@@ -1,12 +1,18 @@
-//! Lanes that stride through the output (a Fortran-order output of a C-order input, the
-//! planner's tiles): a group of a row's lanes is gathered into a buffer with the fast
-//! contiguous lane copies (block pipeline, vectorized element loop), then moved into the
-//! output across the lanes, so that the output is written in runs along the row rather
-//! than one element per lane step.
+//! Staging through a buffer, for rows of lanes that would otherwise stride through memory:
+//!
+//! - *output*: lanes that stride through the output (a Fortran-order output of a C-order
+//!   input, the planner's tiles). A group of a row's lanes is gathered into a buffer with
+//!   the fast contiguous lane copies (block pipeline, vectorized element loop), then moved
+//!   into the output across the lanes, so that the output is written in runs along the
+//!   row rather than one element per lane step;
+//! - *input*: one gathered axis that strides far through the input while the rows are
+//!   adjacent in it (take_along_axis on a transposed input). A group of rows is copied
+//!   into a buffer with the axis contiguous (reading the input line by line rather than
+//!   each element from another page), then each row gathers from the buffer.
 
 use std::mem::{MaybeUninit, needs_drop};
 
-use super::walk::At;
+use super::walk::{At, Visit};
 use super::{BadIndex, Gather, Store, Task};
 use crate::index::{GatherIndex, Resolve};
 use crate::plan::Loop;
@@ -15,21 +21,78 @@ use crate::plan::Loop;
 /// being written.
 pub(super) const STAGE: usize = if cfg!(miri) { 64 } else { 4096 };
 
-/// Whether a task over `lane` and the `outer` loops around it stages its rows: the lane
-/// strides through the output while its row moves through it more densely, the lane fits
-/// the buffer, and elements need no drop (the buffer is abandoned on a bad index or a
-/// panic, and assigning moves over old elements without dropping them).
-pub(super) fn stages<A>(lane: &Loop, outer: &[Loop]) -> bool {
-    let Some(row) = outer.last() else {
-        return false;
-    };
-    !needs_drop::<A>()
-        && size_of::<A>() > 0
-        && lane.len >= 2
-        && lane.len <= STAGE
-        && row.len >= 2
-        && row.out.unsigned_abs() < lane.out.unsigned_abs()
-        && lane.out.unsigned_abs() > 1
+/// The most rows an input-staged group holds (a parallel range of W3 holds 16), and the
+/// most elements: 256 KiB of `f32`, within L2.
+const INPUT_ROWS: usize = 16;
+const INPUT_STAGE: usize = if cfg!(miri) { 64 } else { 1 << 16 };
+/// The least stride of an input-staged axis, in elements: a cache line of `f32`.
+const INPUT_MIN_STRIDE: usize = 16;
+
+/// How many axis positions ahead an input-staged copy prefetches.
+const AHEAD: isize = 8;
+
+/// The distance between an input-staged group's rows of `len` elements: a cache line
+/// more than `len` where that breaks a power of two, so that the rows' copies of one
+/// axis position fall in different cache sets.
+fn pitch(len: usize) -> usize {
+    if len.is_power_of_two() && len >= 64 {
+        len + 17
+    } else {
+        len
+    }
+}
+
+/// How a task's rows go through a buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stage {
+    No,
+    Output,
+    Input,
+}
+
+impl Stage {
+    /// How a task over `lane`, the `outer` loops around it and `axes` stages its rows.
+    /// Only elements without drop glue are staged (the buffer is abandoned on a bad index
+    /// or a panic, and assigning moves over old elements without dropping them).
+    /// - [`Stage::Output`]: the lane strides through the output while its row moves
+    ///   through it more densely, and the lane fits the buffer;
+    /// - [`Stage::Input`]: a contiguous element lane gathers along one axis of at least
+    ///   [`INPUT_MIN_STRIDE`] elements' stride, from rows a unit stride apart; each row reads
+    ///   at least as many elements as the axis has, and a group of rows fits the buffer.
+    pub fn of<A>(lane: &Loop, outer: &[Loop], axes: &[crate::plan::AxisTerm]) -> Stage {
+        let Some(row) = outer.last() else {
+            return Stage::No;
+        };
+        if needs_drop::<A>() || size_of::<A>() == 0 || row.len < 2 {
+            return Stage::No;
+        }
+        if lane.len >= 2
+            && lane.len <= STAGE
+            && row.out.unsigned_abs() < lane.out.unsigned_abs()
+            && lane.out.unsigned_abs() > 1
+        {
+            return Stage::Output;
+        }
+        if let [a] = axes
+            && (lane.out, lane.idx, lane.inp) == (1, 1, 0)
+            && row.inp.unsigned_abs() == 1
+            && a.stride.unsigned_abs() >= INPUT_MIN_STRIDE
+            && lane.len >= a.len
+            && pitch(a.len) * 2 <= INPUT_STAGE
+        {
+            return Stage::Input;
+        }
+        Stage::No
+    }
+
+    /// The buffer's size in elements for a task with these axis terms.
+    pub fn capacity(self, axes: &[crate::plan::AxisTerm]) -> usize {
+        match (self, axes) {
+            (Stage::Output, _) => STAGE,
+            (Stage::Input, [a]) => (INPUT_STAGE / pitch(a.len)).min(INPUT_ROWS) * pitch(a.len),
+            _ => 0,
+        }
+    }
 }
 
 impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
@@ -39,7 +102,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
     ///
     /// # Safety
     /// The contract of [`Task::run`]; the `count` lanes exist; the task stages
-    /// ([`stages`]), and `buf` has room for [`STAGE`] elements.
+    /// ([`Stage::Output`]), and `buf` has room for [`STAGE`] elements.
     #[inline(never)]
     pub(super) unsafe fn stage_row<R: Resolve>(
         &self,
@@ -58,7 +121,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             lane: Loop { out: 1, ..self.lane },
             out: buf,
             store: Store::Init,
-            staged: false,
+            staged: Stage::No,
             ..*self
         };
         let mut done = 0;
@@ -78,7 +141,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             // SAFETY: the staged task reads the lanes this task would (same input and
             // indices offsets, `Task::run`'s contract); it writes lane `k` of the group to
             // `buf[k * n..(k + 1) * n]`, within the buffer (`g * n <= STAGE`). Elements
-            // need no drop (`stages`), so abandoning the buffer after an error is sound.
+            // need no drop (`Stage::of`), so abandoning the buffer after an error is sound.
             unsafe {
                 if self.blocks() {
                     staged.block_row::<R, true>(
@@ -100,7 +163,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                             },
                             k as isize,
                         );
-                        super::walk::Visit::lane(&mut v, lane, 0, n)?;
+                        v.lane(lane, 0, n)?;
                     }
                     v.guard.disarm();
                 }
@@ -112,7 +175,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             unsafe {
                 let out = self.out.offset(first.out);
                 if row.out == 1 {
-                    move_squares::<A, 4>(buf, n, g, out, self.lane.out);
+                    move_squares::<A, 4>(buf, n as isize, (g, n), out, self.lane.out);
                 } else {
                     for i in 0..n as isize {
                         let (dst, src) = (out.offset(i * self.lane.out), buf.offset(i));
@@ -127,45 +190,136 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         }
         Ok(())
     }
-}
 
-/// Moves `g` staged lanes of `n` elements (`buf[k * n + i]`) to `out[k + i * step]`, in
-/// squares of `W` x `W`: `W` reads of `W` contiguous elements, `W` writes of `W`, the
-/// rest element by element. (W1 and W3 into Fortran-order outputs: squares of 4 took
-/// 0.85x the element loop's time, squares of 8 no less than it.)
-///
-/// # Safety
-/// `buf` holds the `g * n` elements; `out[k + i * step]` are distinct elements of the
-/// output, valid for writes, for every `k < g`, `i < n`.
-#[inline(always)]
-unsafe fn move_squares<A, const W: usize>(buf: *const A, n: usize, g: usize, out: *mut A, step: isize) {
-    use std::mem::MaybeUninit as M;
-    let (n4, g4) = (n - n % W, g - g % W);
-    // SAFETY: (the whole body) every read is of one of the `g * n` staged elements, every
-    // write of one of the output's, by the contract above; each element is read once.
-    unsafe {
-        for i in (0..n4).step_by(W) {
-            for k in (0..g4).step_by(W) {
-                let rows: [[M<A>; W]; W] =
-                    std::array::from_fn(|r| buf.add((k + r) * n + i).cast::<[M<A>; W]>().read());
-                let cols: [[M<A>; W]; W] =
-                    std::array::from_fn(|c| std::array::from_fn(|r| std::ptr::read(&rows[r][c])));
-                for (c, col) in cols.into_iter().enumerate() {
-                    let dst = out.offset((i + c) as isize * step + k as isize);
-                    dst.cast::<[M<A>; W]>().write(col);
+    /// `count` whole lanes along `row`, the first at offsets `at`, in groups of up to
+    /// [`INPUT_ROWS`] rows: each group's rows copied into `buf` (row `k`'s element `j` of
+    /// the gathered axis at `buf[k * len + j]`), then each lane gathered from its row
+    /// there.
+    ///
+    /// # Safety
+    /// The contract of [`Task::run`]; the `count` lanes exist; the task stages
+    /// ([`Stage::Input`]), and `buf` has room for [`Stage::capacity`] elements.
+    #[inline(never)]
+    pub(super) unsafe fn stage_inputs<R: Resolve, const INIT: bool>(
+        &self,
+        row: Loop,
+        count: usize,
+        at: At,
+        buf: *mut MaybeUninit<A>,
+        written: &mut usize,
+    ) -> Result<(), BadIndex> {
+        let a = self.axes[0];
+        let p = pitch(a.len);
+        let group = Stage::Input.capacity(self.axes) / p;
+        let buf = buf.cast::<A>();
+        // The same gather along a contiguous axis of the buffer.
+        let axes = [crate::plan::AxisTerm { stride: 1, ..a }];
+        let staged = Task {
+            outer: &[],
+            axes: &axes,
+            inp: buf.cast_const(),
+            staged: Stage::No,
+            ..*self
+        };
+        let mut v = Gather::<A, I, R, INIT>::new(&staged, self.out);
+        let mut done = 0;
+        while done < count {
+            let g = group.min(count - done);
+            let first = at.step(&row, done as isize);
+            // SAFETY: every offset `first.inp + k * row.inp + j * a.stride` with `k < g`,
+            // `j < a.len` is an input element (the lanes exist, and any position of the
+            // axis can be gathered: `Task::run`'s contract), and `buf` has room for the
+            // `g * a.len <= capacity` copies. Row by row of the axis, the group's rows are
+            // adjacent in the input.
+            unsafe {
+                let src = self.inp.offset(first.inp);
+                if row.inp == 1 {
+                    // Bitwise copies (no drop glue: the input's elements stay as they
+                    // were); the lanes clone from them.
+                    // Four axis positions at a time, so that each page is visited once.
+                    for j in (0..a.len).step_by(4) {
+                        let (s, d) = (src.offset(j as isize * a.stride), buf.add(j));
+                        super::blocks::prefetch_line(s.wrapping_offset(AHEAD * a.stride));
+                        move_squares::<A, 4>(s, a.stride, ((a.len - j).min(4), g), d, p as isize);
+                    }
+                } else {
+                    for j in 0..a.len {
+                        let s = src.offset(j as isize * a.stride);
+                        for k in 0..g {
+                            buf.add(k * p + j).write(s.offset(k as isize * row.inp).read());
+                        }
+                    }
                 }
             }
-            for k in g4..g {
-                for c in i..i + W {
-                    out.offset(c as isize * step + k as isize)
-                        .write(buf.add(k * n + c).read());
+            for k in 0..g {
+                let lane = first.step(&row, k as isize);
+                // SAFETY: the staged task writes this lane's output positions and reads
+                // its indices as this task would; its input offsets are `k * a.len` plus
+                // a resolved position below `a.len`, within the group's copies.
+                unsafe {
+                    v.lane(
+                        At {
+                            inp: (k * p) as isize,
+                            ..lane
+                        },
+                        0,
+                        self.lane.len,
+                    )?;
+                }
+            }
+            done += g;
+        }
+        *written += v.guard.written;
+        v.guard.disarm();
+        Ok(())
+    }
+}
+
+/// Moves the `rows` x `cols` elements `src[r * pitch + c]` to `dst[r + c * step]`, in
+/// squares of `W` x `W`: `W` reads of `W` contiguous elements, `W` writes of `W`, the
+/// rest element by element. Bitwise: the source is left as if moved from. (W1 and W3
+/// into Fortran-order outputs: squares of 4 took 0.85x the element loop's time, squares
+/// of 8 no less than it.)
+///
+/// # Safety
+/// Every `src[r * pitch + c]` is a readable element, every `dst[r + c * step]` a distinct
+/// element valid for writes, for `r < rows`, `c < cols`; the elements need no drop, or the
+/// source's are not used again.
+#[inline(always)]
+unsafe fn move_squares<A, const W: usize>(
+    src: *const A,
+    pitch: isize,
+    (rows, cols): (usize, usize),
+    dst: *mut A,
+    step: isize,
+) {
+    use std::mem::MaybeUninit as M;
+    let (c4, r4) = (cols - cols % W, rows - rows % W);
+    let at = |r: usize, c: usize| (r as isize * pitch + c as isize, r as isize + c as isize * step);
+    // SAFETY: (the whole body) every read and write is of one of the elements the contract
+    // above names; each is read once.
+    unsafe {
+        for c in (0..c4).step_by(W) {
+            for r in (0..r4).step_by(W) {
+                let lines: [[M<A>; W]; W] =
+                    std::array::from_fn(|k| src.offset(at(r + k, c).0).cast::<[M<A>; W]>().read());
+                let across: [[M<A>; W]; W] =
+                    std::array::from_fn(|j| std::array::from_fn(|k| std::ptr::read(&lines[k][j])));
+                for (j, line) in across.into_iter().enumerate() {
+                    dst.offset(at(r, c + j).1).cast::<[M<A>; W]>().write(line);
+                }
+            }
+            for r in r4..rows {
+                for c in c..c + W {
+                    let (s, d) = at(r, c);
+                    dst.offset(d).write(src.offset(s).read());
                 }
             }
         }
-        for i in n4..n {
-            for k in 0..g {
-                out.offset(i as isize * step + k as isize)
-                    .write(buf.add(k * n + i).read());
+        for c in c4..cols {
+            for r in 0..rows {
+                let (s, d) = at(r, c);
+                dst.offset(d).write(src.offset(s).read());
             }
         }
     }

@@ -18,6 +18,17 @@ fn ids(shape: &[usize], n: usize, seed: usize) -> ArrayD<i64> {
     ArrayD::from_shape_vec(IxDyn(shape), v).unwrap()
 }
 
+/// Runs `f` on one thread (where small gathers run as one range, so that whole rows reach
+/// the staging even under Miri, whose parallel ranges are a few elements) and, outside
+/// Miri, on the default pool as well.
+fn serial_and_parallel(f: impl Fn() + Send + Sync) {
+    let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    one.install(&f);
+    if !cfg!(miri) {
+        f();
+    }
+}
+
 fn fortran<T: Clone>(a: &ArrayD<T>) -> ArrayD<T> {
     let mut f = ArrayD::from_elem(IxDyn(a.shape()).f(), a.first().unwrap().clone());
     f.assign(a);
@@ -28,6 +39,10 @@ fn fortran<T: Clone>(a: &ArrayD<T>) -> ArrayD<T> {
 /// from a C-order and a Fortran-order input, unprepared and through a plan: each equal to
 /// the naive reference.
 fn check(input: &ArrayD<i64>, idx: &ArrayD<i64>, axes: &[usize]) {
+    serial_and_parallel(|| check_here(input, idx, axes));
+}
+
+fn check_here(input: &ArrayD<i64>, idx: &ArrayD<i64>, axes: &[usize]) {
     let want = reference::multiaxis(&input.view(), &idx.view(), axes).unwrap();
     let shape = want.shape().to_vec();
     let plan = GatherPlan::multiaxis(input.shape(), idx, axes).unwrap();
@@ -141,4 +156,57 @@ fn a_bad_index_is_refused_in_any_order() {
         matches!(err, GatherError::IndexOutOfBounds { index: 50, ref position, .. } if position == &[0, 63, 2, 0]),
         "{err}"
     );
+}
+
+#[test]
+fn element_lanes_from_transposed_inputs() {
+    // take_along_axis along the last axis of a transposed input (W3's `into_t_in`): the
+    // rows are adjacent, the axis strides; staged through a buffer a group of rows at a
+    // time (rows of 7 in groups of 9 under Miri), into C-order, Fortran-order and
+    // reversed outputs, from a transposed and a reversed transposed input.
+    let cases = if cfg!(miri) {
+        vec![(20, 7)]
+    } else {
+        vec![(20, 7), (100, 64), (37, 300), (64, 2048)]
+    };
+    for (rows, len) in cases {
+        serial_and_parallel(|| from_transposed(rows, len));
+    }
+}
+
+fn from_transposed(rows: usize, len: usize) {
+    {
+        let c = Array::from_shape_fn((len, rows), |(j, i)| (i * 10000 + j) as i64).into_dyn();
+        let idx = ids(&[rows, len], len, rows + len);
+        let mut reversed_rows = c.t().to_owned();
+        reversed_rows.invert_axis(Axis(0));
+        let reversed_rows = {
+            // The same values as `t`, read through a view whose rows run backwards.
+            let mut r = c.clone();
+            r.invert_axis(Axis(1));
+            (r, reversed_rows)
+        };
+        for (inp, plain) in [(c.t(), c.t().to_owned()), (reversed_rows.0.t(), reversed_rows.1)] {
+            let want = reference::multiaxis(&plain.view(), &idx.view(), &[1]).unwrap();
+            assert_eq!(
+                inp.gather_multiaxis(&idx, &[1]).unwrap(),
+                want,
+                "{rows}x{len} allocating"
+            );
+            let mut out = ArrayD::from_elem(IxDyn(&[rows, len]), -1);
+            inp.gather_multiaxis_into(&idx, &[1], &mut out).unwrap();
+            assert_eq!(out, want, "{rows}x{len} into C order");
+            let mut f = ArrayD::from_elem(IxDyn(&[rows, len]).f(), -1);
+            inp.gather_multiaxis_into(&idx, &[1], &mut f).unwrap();
+            assert_eq!(f, want, "{rows}x{len} into Fortran order");
+        }
+        // A bad index in the last row is still found and named.
+        let mut bad = idx.clone();
+        bad[[rows - 1, len - 1]] = len as i64;
+        let err = c.t().gather_multiaxis(&bad, &[1]).unwrap_err();
+        assert!(
+            matches!(err, GatherError::IndexOutOfBounds { ref position, .. } if position == &[rows - 1, len - 1]),
+            "{err}"
+        );
+    }
 }
