@@ -7,8 +7,9 @@
 //!   scatter);
 //! - `blocks`: rows of whole block lanes as a prefetching pipeline;
 //! - `elements`: the one-axis element loop and its CPU variants;
-//! - `stage`: rows of lanes that stride through the output, gathered into a buffer and
-//!   written along the output's memory order;
+//! - `stage`: rows of lanes staged through a buffer: lanes that stride through the
+//!   output, gathered contiguously and written along the output's memory order, and
+//!   rows of a far-striding input axis, copied with the axis contiguous;
 //! - `store`: stores and the guard for uninitialized output;
 //! - `scatter`: the scatter kernel, on the same walk and scheduler;
 //! - this file: [`Task`], which owns the bounds invariants, and the gather's lanes.

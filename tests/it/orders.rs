@@ -175,38 +175,32 @@ fn element_lanes_from_transposed_inputs() {
 }
 
 fn from_transposed(rows: usize, len: usize) {
-    {
-        let c = Array::from_shape_fn((len, rows), |(j, i)| (i * 10000 + j) as i64).into_dyn();
-        let idx = ids(&[rows, len], len, rows + len);
-        let mut reversed_rows = c.t().to_owned();
-        reversed_rows.invert_axis(Axis(0));
-        let reversed_rows = {
-            // The same values as `t`, read through a view whose rows run backwards.
-            let mut r = c.clone();
-            r.invert_axis(Axis(1));
-            (r, reversed_rows)
-        };
-        for (inp, plain) in [(c.t(), c.t().to_owned()), (reversed_rows.0.t(), reversed_rows.1)] {
-            let want = reference::multiaxis(&plain.view(), &idx.view(), &[1]).unwrap();
-            assert_eq!(
-                inp.gather_multiaxis(&idx, &[1]).unwrap(),
-                want,
-                "{rows}x{len} allocating"
-            );
-            let mut out = ArrayD::from_elem(IxDyn(&[rows, len]), -1);
-            inp.gather_multiaxis_into(&idx, &[1], &mut out).unwrap();
-            assert_eq!(out, want, "{rows}x{len} into C order");
-            let mut f = ArrayD::from_elem(IxDyn(&[rows, len]).f(), -1);
-            inp.gather_multiaxis_into(&idx, &[1], &mut f).unwrap();
-            assert_eq!(f, want, "{rows}x{len} into Fortran order");
-        }
-        // A bad index in the last row is still found and named.
-        let mut bad = idx.clone();
-        bad[[rows - 1, len - 1]] = len as i64;
-        let err = c.t().gather_multiaxis(&bad, &[1]).unwrap_err();
-        assert!(
-            matches!(err, GatherError::IndexOutOfBounds { ref position, .. } if position == &[rows - 1, len - 1]),
-            "{err}"
+    let c = Array::from_shape_fn((len, rows), |(j, i)| (i * 10000 + j) as i64).into_dyn();
+    let idx = ids(&[rows, len], len, rows + len);
+    // The same values through a view whose rows run backwards (row stride -1).
+    let mut backwards = c.clone();
+    backwards.invert_axis(Axis(1));
+    for inp in [c.t(), backwards.t()] {
+        // The naive reference indexes element by element, whatever the layout.
+        let want = reference::multiaxis(&inp, &idx.view(), &[1]).unwrap();
+        assert_eq!(
+            inp.gather_multiaxis(&idx, &[1]).unwrap(),
+            want,
+            "{rows}x{len} allocating"
         );
+        let mut out = ArrayD::from_elem(IxDyn(&[rows, len]), -1);
+        inp.gather_multiaxis_into(&idx, &[1], &mut out).unwrap();
+        assert_eq!(out, want, "{rows}x{len} into C order");
+        let mut f = ArrayD::from_elem(IxDyn(&[rows, len]).f(), -1);
+        inp.gather_multiaxis_into(&idx, &[1], &mut f).unwrap();
+        assert_eq!(f, want, "{rows}x{len} into Fortran order");
     }
+    // A bad index in the last row is still found and named.
+    let mut bad = idx.clone();
+    bad[[rows - 1, len - 1]] = len as i64;
+    let err = c.t().gather_multiaxis(&bad, &[1]).unwrap_err();
+    assert!(
+        matches!(err, GatherError::IndexOutOfBounds { index, ref position, .. } if index == len as i128 && position == &[rows - 1, len - 1]),
+        "{err}"
+    );
 }
