@@ -1,5 +1,5 @@
-//! The one gather every method lowers to: a [`Call`] holds the (reshaped, broadcast)
-//! views and the axes; it plans, validates the indices and runs the kernel.
+//! The one gather every method lowers to: a [`Call`] holds the caller's views, their
+//! lowered layouts and the axes; it plans, validates the indices and runs the kernel.
 //!
 //! A call is generic over the input's storage so that a scatter lowers its destination
 //! (a mutable view) exactly as the matching gather lowers its input.
@@ -13,33 +13,60 @@ use crate::plan::{Layout, Loop, Plan, unravel};
 use crate::reduce::Reducer;
 use crate::small::Small;
 
-/// The shapes the caller passed, in which errors are reported.
+/// The shape and strides of a view as a lowering sees it: the caller's, with unit axes
+/// inserted. The lowerings build these instead of reshaping ndarray's dynamic-rank views
+/// (W7's `gather` spent a fifth of its instructions inserting axes into views).
 #[derive(Debug, Clone)]
-pub(crate) struct Shapes {
-    pub input: Small<usize>,
-    /// The lowerings only insert unit axes before the coordinates, which keeps row-major
-    /// order, so a flat position of the lowered indices means the same in these.
-    pub indices: Small<usize>,
+pub(crate) struct Dims {
+    pub shape: Small<usize>,
+    pub strides: Small<isize>,
 }
 
-impl Shapes {
-    pub fn of(input: &[usize], indices: &[usize]) -> Self {
-        Shapes {
-            input: Small::from(input),
-            indices: Small::from(indices),
+impl Dims {
+    /// The layout of a view with this shape and strides.
+    #[inline]
+    pub fn new(shape: &[usize], strides: &[isize]) -> Dims {
+        Dims {
+            shape: Small::from(shape),
+            strides: Small::from(strides),
+        }
+    }
+
+    /// These dimensions with `n` unit axes inserted before dimension `at`.
+    #[inline]
+    pub fn units(mut self, at: usize, n: usize) -> Dims {
+        self.shape.insert_n(at, n, 1);
+        self.strides.insert_n(at, n, 0);
+        self
+    }
+
+    #[inline]
+    fn layout(&self) -> Layout<'_> {
+        Layout {
+            shape: &self.shape,
+            strides: &self.strides,
         }
     }
 }
 
-/// A lowered gather: `gather_multiaxis(input, indices, axes)` with an index mode.
+/// A lowered gather: `gather_multiaxis(input, indices, axes)` with an index mode, where
+/// `input` and `indices` have the lowered layouts `inp` and `idx`.
 pub(crate) struct Call<'a, S: RawData, I> {
     /// The public method's name, for messages.
     op: &'static str,
+    /// The caller's input (sliced by `gather_elements`, flattened by `take`).
     input: ArrayBase<S, IxDyn>,
+    /// The caller's indices: the lowerings only insert unit axes before the coordinates,
+    /// which keeps row-major order, so a flat position means the same in `idx`.
     indices: ArrayViewD<'a, I>,
+    /// The lowered layouts, where they are not the views' own.
+    inp: Option<Dims>,
+    idx: Option<Dims>,
     axes: Small<usize>,
     mode: IndexMode,
-    caller: Shapes,
+    /// The input shape the caller passed, in which errors are reported, where it is not
+    /// `input`'s.
+    caller_input: Option<Small<usize>>,
     /// Unit axes of the lowered output that the caller's output does not have, ascending.
     remove: Small<usize>,
 }
@@ -52,30 +79,74 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
         indices: ArrayViewD<'a, I>,
         axes: &[usize],
     ) -> Self {
-        let caller = Shapes::of(input.shape(), indices.shape());
-        Self::lowered(op, caller, (input, indices), axes, IndexMode::Raise, &[])
+        Self::lowered(
+            op,
+            None,
+            (input, indices),
+            (None, None),
+            axes,
+            IndexMode::Raise,
+            &[],
+        )
     }
 
-    /// A lowering: views made from the caller's (`caller` are their shapes) by inserting
-    /// unit axes before the coordinates, slicing or broadcasting; `remove` are the unit
-    /// axes of the lowered output that the caller's output does not have, ascending.
+    /// A lowering of the caller's views `input` and `indices` (`caller_input` is the
+    /// input's shape as the caller passed it, if not `input`'s) to the layouts `inp` and
+    /// `idx` (if not the views' own), made by inserting unit axes before the coordinates;
+    /// `remove` are the unit axes of the lowered output that the caller's output does not
+    /// have, ascending.
     pub fn lowered(
         op: &'static str,
-        caller: Shapes,
+        caller_input: Option<Small<usize>>,
         (input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
+        (inp, idx): (Option<Dims>, Option<Dims>),
         axes: &[usize],
         mode: IndexMode,
         remove: &[usize],
     ) -> Self {
         debug_assert!(remove.is_sorted(), "{op}: remove axes {remove:?} must ascend");
+        debug_assert!(
+            inp.as_ref()
+                .is_none_or(|d| d.shape.iter().product::<usize>() == input.len())
+        );
+        debug_assert!(
+            idx.as_ref()
+                .is_none_or(|d| d.shape.iter().product::<usize>() == indices.len())
+        );
         Call {
             op,
             input,
             indices,
+            inp,
+            idx,
             axes: Small::from(axes),
             mode,
-            caller,
+            caller_input,
             remove: Small::from(remove),
+        }
+    }
+
+    /// The lowered input's layout.
+    #[inline]
+    fn inp(&self) -> Layout<'_> {
+        match &self.inp {
+            Some(d) => d.layout(),
+            None => Layout {
+                shape: self.input.shape(),
+                strides: self.input.strides(),
+            },
+        }
+    }
+
+    /// The lowered indices' layout.
+    #[inline]
+    fn idx(&self) -> Layout<'_> {
+        match &self.idx {
+            Some(d) => d.layout(),
+            None => Layout {
+                shape: self.indices.shape(),
+                strides: self.indices.strides(),
+            },
         }
     }
 
@@ -109,30 +180,24 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
             .map(|(_, &n)| n)
     }
 
-    /// `v` (of the caller's output shape) with the removed unit axes put back.
-    pub fn lower_output<T: RawData>(&self, mut v: ArrayBase<T, IxDyn>) -> ArrayBase<T, IxDyn> {
-        for &ax in &self.remove {
-            v = v.insert_axis(Axis(ax));
-        }
-        v
+    /// The strides of a view of the caller's output shape with the removed unit axes put
+    /// back (as stride 0).
+    fn lower_output(&self, strides: &[isize]) -> Small<isize> {
+        let mut given = strides.iter();
+        let mut removed = self.remove.iter().peekable();
+        (0..strides.len() + self.remove.len())
+            .map(|d| match removed.next_if_eq(&&d) {
+                Some(_) => 0,
+                None => given.next().copied().unwrap_or(0),
+            })
+            .collect()
     }
 
     /// Validates the call (every error but an out-of-range index) and describes it in
     /// `plan`, an empty one ([`Plan::build`]).
     #[inline(always)]
     pub fn plan(&self, plan: &mut Plan, elem_size: usize) -> Result<(), GatherError> {
-        let built = plan.build(
-            Layout {
-                shape: self.input.shape(),
-                strides: self.input.strides(),
-            },
-            Layout {
-                shape: self.indices.shape(),
-                strides: self.indices.strides(),
-            },
-            &self.axes,
-            elem_size,
-        );
+        let built = plan.build(self.inp(), self.idx(), &self.axes, elem_size);
         built.map_err(|e| match e {
             GatherError::EmptyAxis {
                 op,
@@ -142,7 +207,10 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
             } => GatherError::EmptyAxis {
                 op,
                 axis,
-                input_shape: self.caller.input.to_vec(),
+                input_shape: match &self.caller_input {
+                    Some(shape) => shape.to_vec(),
+                    None => self.input.shape().to_vec(),
+                },
                 output_shape: self.final_shape(&output_shape).to_vec(),
             },
             e => e,
@@ -201,7 +269,7 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
     where
         I: 'v,
     {
-        let last = self.indices.shape().last().copied().unwrap_or(1).max(1);
+        let last = self.idx().shape.last().copied().unwrap_or(1).max(1);
         // `col` runs along the last dimension, whose values cycle through the axis terms.
         let (mut col, mut j) = (0, 0);
         for (flat, v) in values.enumerate() {
@@ -210,7 +278,7 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
                 return Err(GatherError::IndexOutOfBounds {
                     op: self.op,
                     index: v.to_i128(),
-                    position: unravel(flat, &self.caller.indices),
+                    position: unravel(flat, self.indices.shape()),
                     axis: term.axis,
                     axis_len: term.len,
                 });
@@ -236,7 +304,7 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
 
 impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
     /// Gathers into a new array of the output shape.
-    pub fn alloc(self) -> Result<ArrayD<A>, GatherError> {
+    pub fn alloc(&self) -> Result<ArrayD<A>, GatherError> {
         let mut plan = self.empty_plan();
         self.plan(&mut plan, size_of::<A>())?;
         // Indices are checked by the kernel as it reads them (a separate pass would read
@@ -257,7 +325,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
     /// Gathers into `out`, which must have the output shape. Every error but a bad index
     /// is found before the first write; after a bad index, `out` holds valid elements
     /// (old ones or input elements) in unspecified places.
-    pub fn into(self, out: ArrayViewMutD<'_, A>) -> Result<(), GatherError> {
+    pub fn gather_into(&self, mut out: ArrayViewMutD<'_, A>) -> Result<(), GatherError> {
         let mut plan = self.empty_plan();
         self.plan(&mut plan, size_of::<A>())?;
         if !self.is_final_shape(&plan.out_shape, out.shape()) {
@@ -267,14 +335,13 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
                 found: out.shape().to_vec(),
             });
         }
-        let mut out = self.lower_output(out);
-        let loops = plan.loops_any_order(out.strides());
+        let loops = plan.loops_any_order(&self.lower_output(out.strides()));
         // SAFETY: `out` has the plan's output shape (checked above) and is an exclusive
         // borrow, so it aliases nothing.
         unsafe { self.execute(&plan, &loops, out.as_mut_ptr(), Store::Assign) }
     }
 
-    /// Runs the gather of `plan` (made from this call's views) over `loops` into `out`;
+    /// Runs the gather of `plan` (made from this call's layouts) over `loops` into `out`;
     /// an out-of-range index becomes its error.
     ///
     /// # Safety
@@ -286,8 +353,10 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
         out: *mut A,
         store: Store,
     ) -> Result<(), GatherError> {
-        let (input, indices) = (Operand::of(&self.input), Operand::of(&self.indices));
-        // SAFETY: the plan was made from these views; `out` by this function's contract.
+        let input = Operand::new(self.inp(), self.input.as_ptr());
+        let indices = Operand::new(self.idx(), self.indices.as_ptr());
+        // SAFETY: the plan was made from these layouts of these views; `out` by this
+        // function's contract.
         let task = unsafe { Task::new(loops, &plan.axes, input, indices, out, store) };
         let ran = match self.mode {
             IndexMode::Raise => task.run::<Raise>(),
@@ -314,7 +383,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
     /// Scatters `updates` into the input through `reducer`: every error (shapes, axes,
     /// indices) is found before the first write.
     pub fn scatter<R: Reducer<A>>(
-        mut self,
+        &mut self,
         updates: ArrayViewD<'_, A>,
         fit: Fit,
         reducer: R,
@@ -340,14 +409,19 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
             }),
             Fit::Broadcast => updates.broadcast(IxDyn(&expected)),
         };
-        let updates = self.lower_output(fitted.ok_or_else(unfit)?);
+        let updates = fitted.ok_or_else(unfit)?;
         if plan.out_len == 0 {
             return Ok(());
         }
-        let loops = plan.loops(updates.strides());
-        // SAFETY: the plan was made from these views; `updates` has the plan's output
-        // shape (fitted above, axes put back); the destination is an exclusive borrow.
-        let task = unsafe { ScatterTask::new(&loops, &plan.axes, &mut self.input, &updates, &self.indices) };
+        let loops = plan.loops(&self.lower_output(updates.strides()));
+        let dst = self.input.as_mut_ptr().cast_const();
+        let dst = Operand::new(self.inp(), dst);
+        let indices = Operand::new(self.idx(), self.indices.as_ptr());
+        // SAFETY: the plan was made from these layouts of these views; `updates` has the
+        // caller's output shape (fitted above), so with the removed unit axes put back the
+        // plan's; the destination is an exclusive borrow, so nothing else reads or writes
+        // it, and `dst` comes from `as_mut_ptr`.
+        let task = unsafe { ScatterTask::new(&loops, &plan.axes, dst, updates.as_ptr(), indices) };
         task.scatter(reducer).map_err(|BadIndex| self.index_error(&plan))
     }
 }

@@ -391,7 +391,7 @@ where
             indices.view().into_dyn(),
             axes,
         );
-        call.into(out.view_mut().into_dyn())
+        call.gather_into(out.view_mut().into_dyn())
     }
 
     fn gather<I: GatherIndex, E: Dimension>(

@@ -1,14 +1,15 @@
-//! The lowerings: every library's gather as views of the input and indices (unit axes
-//! inserted, slices, zero-stride broadcasts) plus one [`Call`] of the core.
+//! The lowerings: every library's gather as layouts of the input and indices (unit axes
+//! inserted into their shapes and strides, slices, zero-stride broadcasts) plus one
+//! [`Call`] of the core.
 //!
 //! Each function checks the library's own shape rules first, so its errors speak of the
-//! caller's shapes, then builds the views. None copies data, except `take` with no axis
-//! on an input whose layout cannot be flattened as a view. The input may be any view,
+//! caller's shapes, then builds the layouts ([`Dims`]). None copies data, except `take`
+//! with no axis on an input whose layout cannot be flattened as a view. The input may be any view,
 //! shared (a gather) or mutable (the matching scatter's destination).
 
 use ndarray::{ArrayBase, ArrayViewD, Axis, IxDyn, RawData, ShapeBuilder, Slice};
 
-use crate::core::{Call, Shapes};
+use crate::core::{Call, Dims};
 use crate::error::{GatherError, axis_range};
 use crate::index::{GatherIndex, IndexMode};
 use crate::small::Small;
@@ -31,12 +32,13 @@ pub(crate) enum Lowering {
 }
 
 impl Lowering {
-    /// The core call for `input` (whose caller's shape is `caller_input`) and `indices`;
+    /// The core call for `input` and `indices`; `caller_input` is the input's shape as
+    /// the caller passed it, if not `input`'s (a flattened view for [`Lowering::Flat`]);
     /// `zero` stands in for the indices of a `gather_nd` with no coordinates.
     pub fn call<'a, S: RawData, I: GatherIndex>(
         &self,
         op: &'static str,
-        caller_input: &[usize],
+        caller_input: Option<&[usize]>,
         views: (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
         zero: &'a [I; 1],
         mode: IndexMode,
@@ -61,17 +63,21 @@ pub(crate) fn with_call<A: Clone, I: GatherIndex, T>(
     lowering: &Lowering,
     (input, indices): (ArrayViewD<'_, A>, ArrayViewD<'_, I>),
     mode: IndexMode,
-    run: impl for<'x> FnOnce(Call<'x, ndarray::ViewRepr<&'x A>, I>) -> Result<T, GatherError>,
+    run: impl for<'x> FnOnce(&Call<'x, ndarray::ViewRepr<&'x A>, I>) -> Result<T, GatherError>,
 ) -> Result<T, GatherError> {
     let zero = [I::ZERO];
     let flat;
-    let lowered = if *lowering == Lowering::Flat {
+    let (caller, input) = if *lowering == Lowering::Flat {
         flat = flat_view(&input);
-        flat.view()
+        (Some(input.shape()), flat.view())
     } else {
-        input.view()
+        (None, input)
     };
-    run(lowering.call(op, input.shape(), (lowered, indices), &zero, mode)?)
+    // (By reference: moving a call costs W7 a copy of its few hundred bytes.)
+    match lowering.call(op, caller, (input, indices), &zero, mode) {
+        Ok(ref call) => run(call),
+        Err(e) => Err(e),
+    }
 }
 
 /// `axis` counted from the end when negative, checked against `ndim`.
@@ -90,12 +96,9 @@ pub(crate) fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Resu
     }
 }
 
-/// `v` with `n` unit axes inserted at `at`.
-fn unit_axes<S: RawData>(mut v: ArrayBase<S, IxDyn>, at: usize, n: usize) -> ArrayBase<S, IxDyn> {
-    for _ in 0..n {
-        v = v.insert_axis(Axis(at));
-    }
-    v
+/// The layout of `v`.
+fn dims<S: RawData>(v: &ArrayBase<S, IxDyn>) -> Dims {
+    Dims::new(v.shape(), v.strides())
 }
 
 fn same_rank(op: &'static str, input: &[usize], indices: &[usize]) -> Result<(), GatherError> {
@@ -115,11 +118,11 @@ fn same_rank(op: &'static str, input: &[usize], indices: &[usize]) -> Result<(),
 ///
 /// input `[in[..=a], 1 x m, in[a+1..]]`, indices `[idx[..b], 1 x (a+1-b), idx[b..], 1 x (r-a-1)]`
 /// with `m = q - b`, axes `[a]`; the lowered output `[in[..a], 1, idx[b..], in[a+1..]]`
-/// loses its axis `a`. `caller_input` is the shape errors name (the caller's, where the
-/// input is a flattened view of it).
+/// loses its axis `a`. `caller_input` is the shape errors name, if not `input`'s (the
+/// caller's, where `input` is a flattened view of it).
 pub(crate) fn batched<'a, S: RawData, I: GatherIndex>(
     op: &'static str,
-    caller_input: &[usize],
+    caller_input: Option<&[usize]>,
     (input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
     axis: isize,
     batch_dims: usize,
@@ -150,14 +153,21 @@ pub(crate) fn batched<'a, S: RawData, I: GatherIndex>(
         )));
     }
     let m = q - batch_dims;
-    let caller = Shapes::of(caller_input, indices.shape());
-    let input = unit_axes(input, a + 1, m);
-    let indices = unit_axes(
-        unit_axes(indices, batch_dims, a + 1 - batch_dims),
-        q + a + 1 - batch_dims,
-        r - a - 1,
-    );
-    Ok(Call::lowered(op, caller, (input, indices), &[a], mode, &[a]))
+    let inp = dims(&input).units(a + 1, m);
+    let idx = dims(&indices)
+        .units(batch_dims, a + 1 - batch_dims)
+        .units(q + a + 1 - batch_dims, r - a - 1);
+    let caller = caller_input.map(Small::from);
+    let lowered = (Some(inp), Some(idx));
+    Ok(Call::lowered(
+        op,
+        caller,
+        (input, indices),
+        lowered,
+        &[a],
+        mode,
+        &[a],
+    ))
 }
 
 /// ONNX GatherElements / torch.gather: the input is sliced to the indices' extent off the
@@ -169,26 +179,30 @@ pub(crate) fn elements<'a, S: RawData, I: GatherIndex>(
 ) -> Result<Call<'a, S, I>, GatherError> {
     same_rank(op, input.shape(), indices.shape())?;
     let a = normalize_axis(op, axis, input.ndim())?;
-    let caller = Shapes::of(input.shape(), indices.shape());
-    for d in (0..input.ndim()).filter(|&d| d != a) {
+    let off_axis = || (0..input.ndim()).filter(move |&d| d != a);
+    if let Some(d) = off_axis().find(|&d| indices.shape()[d] > input.shape()[d]) {
         let (n, m) = (input.shape()[d], indices.shape()[d]);
-        if m > n {
-            return Err(GatherError::ShapeMismatch {
-                op,
-                dim: d,
-                input_shape: caller.input.to_vec(),
-                indices_shape: indices.shape().to_vec(),
-                detail: format!(
-                    "the indices size {m} exceeds the input size {n} (off the axis it may be at most the input's)"
-                ),
-            });
-        }
-        input.slice_axis_inplace(Axis(d), Slice::from(..m));
+        return Err(GatherError::ShapeMismatch {
+            op,
+            dim: d,
+            input_shape: input.shape().to_vec(),
+            indices_shape: indices.shape().to_vec(),
+            detail: format!(
+                "the indices size {m} exceeds the input size {n} (off the axis it may be at most the input's)"
+            ),
+        });
+    }
+    let caller = off_axis()
+        .any(|d| indices.shape()[d] < input.shape()[d])
+        .then(|| Small::from(input.shape()));
+    for d in off_axis() {
+        input.slice_axis_inplace(Axis(d), Slice::from(..indices.shape()[d]));
     }
     Ok(Call::lowered(
         op,
         caller,
         (input, indices),
+        (None, None),
         &[a],
         IndexMode::Raise,
         &[],
@@ -259,29 +273,32 @@ pub(crate) fn nd<'a, S: RawData, I: GatherIndex>(
     let (m, t) = (q - 1 - b, r - b - k);
     let w = k.max(m);
     let big_r = b + w + t + 1;
-    let caller = Shapes::of(input.shape(), indices.shape());
-    let input = unit_axes(input, b + k, w - k).insert_axis(Axis(big_r - 1));
-    let indices = if k == 0 {
+    let inp = dims(&input).units(b + k, w - k).units(big_r - 1, 1);
+    let (indices, idx) = if k == 0 {
         // No coordinates: the values are never read, only the shape counts, so a
         // zero-stride view of one element stands in for them.
         let mut shape = indices.shape()[..q - 1].to_vec();
         shape.resize(big_r, 1);
         let zeros = IxDyn(&vec![0; big_r]);
-        ArrayViewD::from_shape(IxDyn(&shape).strides(zeros), &zero[..]).map_err(|_| {
+        let zeros = ArrayViewD::from_shape(IxDyn(&shape).strides(zeros), &zero[..]).map_err(|_| {
             GatherError::SizeOverflow {
                 op,
                 shape: shape.clone(),
             }
-        })?
+        })?;
+        let idx = dims(&zeros);
+        (zeros, idx)
     } else {
-        unit_axes(indices, q - 1, big_r - q)
+        let idx = dims(&indices).units(q - 1, big_r - q);
+        (indices, idx)
     };
     let axes: Vec<usize> = (b..b + k).collect();
     let remove: Vec<usize> = (b + m..b + w).chain([big_r - 1]).collect();
     Ok(Call::lowered(
         op,
-        caller,
+        None,
         (input, indices),
+        (Some(inp), Some(idx)),
         &axes,
         IndexMode::Raise,
         &remove,

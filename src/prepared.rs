@@ -476,7 +476,7 @@ impl GatherPlan {
             return unsafe { self.run_standard(OP, input, out.as_mut_ptr(), Store::Assign) };
         }
         let (input, out) = (input.view().into_dyn(), out.view_mut().into_dyn());
-        with_positions!(&self.positions, p => self.call(OP, input, p, |call| call.into(out)))
+        with_positions!(&self.positions, p => self.call(OP, input, p, |call| call.gather_into(out)))
     }
 
     /// Runs the gather for a standard-layout `input` of the plan's shape into `out`.
@@ -530,11 +530,11 @@ impl GatherPlan {
             let longest = plan.axes.iter().map(|t| t.len).max().unwrap_or(0);
             let shape = indices.shape();
             let positions = if longest <= 1 << 16 {
-                Positions::U16(resolved(op, &call, &plan, shape)?)
+                Positions::U16(resolved(op, call, &plan, shape)?)
             } else if longest <= 1 << 32 {
-                Positions::U32(resolved(op, &call, &plan, shape)?)
+                Positions::U32(resolved(op, call, &plan, shape)?)
             } else {
-                Positions::Wide(resolved(op, &call, &plan, shape)?)
+                Positions::Wide(resolved(op, call, &plan, shape)?)
             };
             Ok((call.final_shape(&plan.out_shape).to_vec(), positions))
         })?;
@@ -578,7 +578,7 @@ impl GatherPlan {
         op: &'static str,
         input: ArrayViewD<'_, A>,
         positions: &ArrayD<P>,
-        run: impl for<'x> FnOnce(Call<'x, ndarray::ViewRepr<&'x A>, P>) -> Result<T, GatherError>,
+        run: impl for<'x> FnOnce(&Call<'x, ndarray::ViewRepr<&'x A>, P>) -> Result<T, GatherError>,
     ) -> Result<T, GatherError> {
         lower_positions(op, (&self.lowering, &self.indices_shape), input, positions, run)
     }
@@ -591,7 +591,7 @@ fn lower_positions<A: Clone, P: Position, T>(
     (lowering, indices_shape): (&Lowering, &[usize]),
     input: ArrayViewD<'_, A>,
     positions: &ArrayD<P>,
-    run: impl for<'x> FnOnce(Call<'x, ndarray::ViewRepr<&'x A>, P>) -> Result<T, GatherError>,
+    run: impl for<'x> FnOnce(&Call<'x, ndarray::ViewRepr<&'x A>, P>) -> Result<T, GatherError>,
 ) -> Result<T, GatherError> {
     let positions = positions
         .broadcast(IxDyn(indices_shape))
@@ -600,7 +600,7 @@ fn lower_positions<A: Clone, P: Position, T>(
 }
 
 /// The loops (for a C-order output) and axis terms of `call` over a C-order stand-in.
-fn standard<P: GatherIndex>(call: Call<'_, ndarray::ViewRepr<&()>, P>) -> Result<Standard, GatherError> {
+fn standard<P: GatherIndex>(call: &Call<'_, ndarray::ViewRepr<&()>, P>) -> Result<Standard, GatherError> {
     let mut plan = call.empty_plan();
     call.plan(&mut plan, 1)?;
     Ok(Standard {

@@ -308,10 +308,9 @@ where
     E2: Dimension,
     R: Reducer<A>,
 {
-    let shape = Small::from(dest.shape());
     let zero = [I::ZERO];
     let views = (dest.view_mut().into_dyn(), indices.view().into_dyn());
-    let call = lowering.call(op, &shape, views, &zero, IndexMode::Raise)?;
+    let mut call = lowering.call(op, None, views, &zero, IndexMode::Raise)?;
     call.scatter(updates.view().into_dyn(), fit, reducer)
 }
 

@@ -116,6 +116,16 @@ impl<'v, T> Operand<'v, T> {
         }
     }
 
+    /// The operand at `ptr` with `layout`.
+    #[inline]
+    pub fn new(layout: crate::plan::Layout<'v>, ptr: *const T) -> Self {
+        Operand {
+            ptr,
+            shape: layout.shape,
+            strides: layout.strides,
+        }
+    }
+
     fn extent(&self) -> (&'v [usize], &'v [isize]) {
         (self.shape, self.strides)
     }

@@ -18,12 +18,10 @@
 
 use std::mem::needs_drop;
 
-use ndarray::{ArrayViewD, ArrayViewMutD};
-
 use super::blocks::{prefetch_block, prefetch_line};
 use super::schedule::{self, Ranges};
 use super::walk::{At, Visit, positions, split_innermost, walk};
-use super::{BadIndex, debug_check_reach, locate, span};
+use super::{BadIndex, Operand, debug_check_reach, locate, span};
 use crate::index::{GatherIndex, Raise, Resolve};
 use crate::plan::{AxisTerm, Loop};
 use crate::reduce::Reducer;
@@ -68,42 +66,39 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
     /// and `indices`.
     ///
     /// # Safety
-    /// The plan was made from these very views (`Plan::new` with the shapes and strides of
-    /// `dst` and `indices`), so that every offset the loops' `inp` / `idx` strides and the
-    /// axis terms can form, with resolved indices below each axis length, is an element of
-    /// `dst` / `indices` (checked here with `debug_assert!`); `updates` has the plan's
-    /// output shape with the loops' `out` strides. `dst` is an exclusive borrow, so none
-    /// of the views alias it, and nothing else accesses it while the task runs.
+    /// The plan was made from these very operands (`Plan::build` with the shapes and
+    /// strides of `dst` and `indices`), so that every offset the loops' `inp` / `idx`
+    /// strides and the axis terms can form, with resolved indices below each axis length,
+    /// is an element of `dst` / `indices` (checked here with `debug_assert!`); `updates`
+    /// points to the plan's output shape with the loops' `out` strides. `dst.ptr` comes
+    /// from an exclusive borrow (it may be written through), so none of the others alias
+    /// it, and nothing else accesses it while the task runs.
     pub unsafe fn new(
         loops: &'a [Loop],
         axes: &'a [AxisTerm],
-        dst: &mut ArrayViewMutD<'_, A>,
-        updates: &ArrayViewD<'_, A>,
-        indices: &ArrayViewD<'_, I>,
+        dst: Operand<'_, A>,
+        updates: *const A,
+        indices: Operand<'_, I>,
     ) -> Self {
-        debug_check_reach(
-            loops,
-            axes,
-            (dst.shape(), dst.strides()),
-            (indices.shape(), indices.strides()),
-        );
+        debug_check_reach(loops, axes, dst.extent(), indices.extent());
         let (lane, outer) = split_innermost(loops);
         let mut lane_reach = span(&[lane.len], &[lane.inp]).unwrap_or((0, 0));
         for t in axes {
             let r = (t.len as isize).saturating_sub(1) * t.stride;
             lane_reach = (lane_reach.0 + r.min(0), lane_reach.1 + r.max(0));
         }
-        let dst_span = span(dst.shape(), dst.strides());
+        let dst_span = span(dst.shape, dst.strides);
+        let dst_len = dst.shape.iter().product::<usize>();
         ScatterTask {
             outer,
             lane,
             axes,
-            dst: dst.as_mut_ptr(),
-            upd: updates.as_ptr(),
-            idx: indices.as_ptr(),
+            dst: dst.ptr.cast_mut(),
+            upd: updates,
+            idx: indices.ptr,
             lane_reach,
             span: dst_span.unwrap_or((0, 0)),
-            dense: dst_span.is_some_and(|(lo, hi)| (hi - lo) as usize + 1 == dst.len()),
+            dense: dst_span.is_some_and(|(lo, hi)| (hi - lo) as usize + 1 == dst_len),
         }
     }
 
