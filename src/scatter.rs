@@ -310,8 +310,11 @@ where
 {
     let zero = [I::ZERO];
     let views = (dest.view_mut().into_dyn(), indices.view().into_dyn());
-    let mut call = lowering.call(op, None, views, &zero, IndexMode::Raise)?;
-    call.scatter(updates.view().into_dyn(), fit, reducer)
+    // (By reference: moving a call costs S4 a copy of its few hundred bytes.)
+    match lowering.call(op, None, views, &zero, IndexMode::Raise) {
+        Ok(ref mut call) => call.scatter(updates.view().into_dyn(), fit, reducer),
+        Err(e) => Err(e),
+    }
 }
 
 /// Forwards to the [`ArrayRef`] implementation, so that `T: ScatterExt<A, D>` bounds

@@ -79,6 +79,20 @@ pub(crate) unsafe fn walk<V: Visit>(
     end: usize,
     v: &mut V,
 ) -> Result<(), BadIndex> {
+    if start == 0
+        && end <= TINY
+        && end
+            == positions(
+                outer,
+                &Loop {
+                    len: lane_len,
+                    ..Loop::default()
+                },
+            )
+    {
+        // SAFETY: forwarded: every lane of the loops, whole.
+        return unsafe { each_lane(outer, |at| v.lane(at, 0, lane_len)) };
+    }
     let (row, upper) = split_innermost(outer);
     let mut coord: Small<usize> = upper.iter().map(|_| 0).collect();
     let (mut first, mut c, mut r) = (0, 0, At::default());
@@ -130,6 +144,42 @@ pub(crate) unsafe fn walk<V: Visit>(
         }
     }
     Ok(())
+}
+
+/// Walks of at most this many positions, whole, go lane by lane in one loop
+/// ([`each_lane`]): tiny gathers and scatters cost their overhead.
+pub(crate) const TINY: usize = 64;
+
+/// Calls `lane` with the offsets of every lane of `outer` loops, in row-major order,
+/// until one fails.
+///
+/// # Safety
+/// `lane`'s own contract for every lane of the loops.
+#[inline(always)]
+pub(crate) unsafe fn each_lane(
+    outer: &[Loop],
+    mut lane: impl FnMut(At) -> Result<(), BadIndex>,
+) -> Result<(), BadIndex> {
+    let mut coord: Small<usize> = outer.iter().map(|_| 0).collect();
+    let mut at = At::default();
+    loop {
+        lane(at)?;
+        let mut d = outer.len();
+        loop {
+            if d == 0 {
+                return Ok(());
+            }
+            d -= 1;
+            let l = &outer[d];
+            coord[d] += 1;
+            at = at.step(l, 1);
+            if coord[d] < l.len {
+                break;
+            }
+            coord[d] = 0;
+            at = at.step(l, -(l.len as isize));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -106,6 +106,42 @@ fn allocating_gathers_drop_what_they_cloned() {
     assert_eq!(LIVE.load(Ordering::SeqCst), live);
 }
 
+/// Gathers of at most 64 positions take the kernel's tiny path (lane by lane, no ranges):
+/// a panicking clone or a bad index midway drops exactly what was written.
+#[test]
+fn tiny_gathers_drop_what_they_cloned() {
+    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let live = LIVE.load(Ordering::SeqCst);
+    let a = Array::from_shape_fn((6, 4), |(i, j)| Bomb::new(i * 4 + j));
+    let rows = ndarray::array![5_i64, 0, 3, 3, 1];
+    let elem = Array::from_shape_fn((6, 4), |(i, j)| ((i + 3 * j) % 4) as i64);
+    // A clone that panics midway: 20 elements gathered, the sixth clone panics.
+    check(1, || drop(a.gather(&rows, 0).unwrap()));
+    check(1, || drop(a.take_along_axis(&elem, 1).unwrap()));
+    let plan = GatherPlan::gather(&[6, 4], &rows, 0).unwrap();
+    check(1, || drop(plan.apply(&a).unwrap()));
+    // A bad index in the fourth row: the three rows before it were cloned, then dropped.
+    let bad = ndarray::array![5_i64, 0, 3, 6, 1];
+    arm(usize::MAX);
+    let e = a.gather(&bad, 0).unwrap_err();
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: 6, ref position, .. } if position == &vec![3]),
+        "{e:?}"
+    );
+    assert_eq!(
+        CLONES.load(Ordering::SeqCst),
+        12,
+        "three rows cloned before the bad index"
+    );
+    assert_eq!(LIVE.load(Ordering::SeqCst), live + 24);
+    let mut bad_elem = elem.clone();
+    bad_elem[[4, 2]] = -5;
+    assert!(a.take_along_axis(&bad_elem, 1).is_err());
+    assert_eq!(LIVE.load(Ordering::SeqCst), live + 24);
+    drop(a);
+    assert_eq!(LIVE.load(Ordering::SeqCst), live);
+}
+
 #[test]
 fn a_bad_index_midway_drops_what_was_written() {
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
