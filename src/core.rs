@@ -32,12 +32,28 @@ impl Dims {
         }
     }
 
-    /// These dimensions with `n` unit axes inserted before dimension `at`.
+    /// The layout of a view with this shape and strides, with `n` unit axes inserted
+    /// before each dimension `at` of `units` (ascending, positions in `shape`).
     #[inline]
-    pub fn units(mut self, at: usize, n: usize) -> Dims {
-        self.shape.insert_n(at, n, 1);
-        self.strides.insert_n(at, n, 0);
-        self
+    pub fn with_units(shape: &[usize], strides: &[isize], units: &[(usize, usize)]) -> Dims {
+        let mut d = Dims {
+            shape: Small::new(),
+            strides: Small::new(),
+        };
+        let mut units = units.iter().peekable();
+        for k in 0..=shape.len() {
+            while let Some(&(_, n)) = units.next_if(|u| u.0 <= k) {
+                for _ in 0..n {
+                    d.shape.push(1);
+                    d.strides.push(0);
+                }
+            }
+            if let (Some(&len), Some(&stride)) = (shape.get(k), strides.get(k)) {
+                d.shape.push(len);
+                d.strides.push(stride);
+            }
+        }
+        d
     }
 
     #[inline]
@@ -480,4 +496,24 @@ pub(crate) fn c_strides(shape: &[usize]) -> Small<isize> {
         acc = acc.wrapping_mul(n as isize);
     }
     strides
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_axes_go_before_their_dimensions() {
+        let d = Dims::with_units(&[4, 3], &[3, 1], &[(0, 1), (1, 2), (2, 1)]);
+        assert_eq!(
+            (&*d.shape, &*d.strides),
+            (&[1, 4, 1, 1, 3, 1][..], &[0, 3, 0, 0, 1, 0][..])
+        );
+        let none = Dims::with_units(&[5], &[-2], &[(1, 0)]);
+        assert_eq!((&*none.shape, &*none.strides), (&[5][..], &[-2][..]));
+        // Past six dimensions the arrays spill to the heap, in the same order.
+        let many = Dims::with_units(&[2, 3], &[3, 1], &[(1, 5)]);
+        assert_eq!(&*many.shape, &[2, 1, 1, 1, 1, 1, 3]);
+        assert_eq!(c_strides(&[2, 3, 4]).to_vec(), vec![12, 4, 1]);
+    }
 }

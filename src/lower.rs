@@ -101,6 +101,12 @@ fn dims<S: RawData>(v: &ArrayBase<S, IxDyn>) -> Dims {
     Dims::new(v.shape(), v.strides())
 }
 
+/// The layout of `v` with `n` unit axes inserted before each of its dimensions `at`, for
+/// every `(at, n)` of `units` (ascending).
+fn with_units<S: RawData>(v: &ArrayBase<S, IxDyn>, units: &[(usize, usize)]) -> Dims {
+    Dims::with_units(v.shape(), v.strides(), units)
+}
+
 fn same_rank(op: &'static str, input: &[usize], indices: &[usize]) -> Result<(), GatherError> {
     if input.len() == indices.len() {
         Ok(())
@@ -153,10 +159,8 @@ pub(crate) fn batched<'a, S: RawData, I: GatherIndex>(
         )));
     }
     let m = q - batch_dims;
-    let inp = dims(&input).units(a + 1, m);
-    let idx = dims(&indices)
-        .units(batch_dims, a + 1 - batch_dims)
-        .units(q + a + 1 - batch_dims, r - a - 1);
+    let inp = with_units(&input, &[(a + 1, m)]);
+    let idx = with_units(&indices, &[(batch_dims, a + 1 - batch_dims), (q, r - a - 1)]);
     let caller = caller_input.map(Small::from);
     let lowered = (Some(inp), Some(idx));
     Ok(Call::lowered(
@@ -273,7 +277,7 @@ pub(crate) fn nd<'a, S: RawData, I: GatherIndex>(
     let (m, t) = (q - 1 - b, r - b - k);
     let w = k.max(m);
     let big_r = b + w + t + 1;
-    let inp = dims(&input).units(b + k, w - k).units(big_r - 1, 1);
+    let inp = with_units(&input, &[(b + k, w - k), (r, 1)]);
     let (indices, idx) = if k == 0 {
         // No coordinates: the values are never read, only the shape counts, so a
         // zero-stride view of one element stands in for them.
@@ -289,7 +293,7 @@ pub(crate) fn nd<'a, S: RawData, I: GatherIndex>(
         let idx = dims(&zeros);
         (zeros, idx)
     } else {
-        let idx = dims(&indices).units(q - 1, big_r - q);
+        let idx = with_units(&indices, &[(q - 1, big_r - q)]);
         (indices, idx)
     };
     let axes: Vec<usize> = (b..b + k).collect();

@@ -45,28 +45,6 @@ impl<T: Copy> Small<T> {
         self.push_spilled(v);
     }
 
-    /// Inserts `n` copies of `v` before position `at` (at the end if `at` is past it).
-    #[inline]
-    pub fn insert_n(&mut self, at: usize, n: usize, v: T) {
-        let at = at.min(self.len());
-        if let Small::Inline { len, items } = self
-            && *len + n <= INLINE
-        {
-            // (Element by element: `copy_within` calls memmove, which costs more here.)
-            for k in (at..*len).rev() {
-                items[k + n] = items[k];
-            }
-            for slot in &mut items[at..at + n] {
-                slot.write(v);
-            }
-            *len += n;
-            return;
-        }
-        let mut heap = self.to_vec();
-        heap.splice(at..at, std::iter::repeat_n(v, n));
-        *self = Small::Heap(heap);
-    }
-
     #[cold]
     #[inline(never)]
     fn push_spilled(&mut self, v: T) {
@@ -186,15 +164,5 @@ mod tests {
         s[0] = 5;
         assert_eq!(s[0], 5);
         assert_eq!(Small::from(&[1, 2][..]), [1, 2].into_iter().collect());
-        // Insertions inline, at the end, and past the inline size.
-        let mut t = Small::from(&[1, 2, 3][..]);
-        t.insert_n(1, 2, 0);
-        assert_eq!(&*t, &[1, 0, 0, 2, 3]);
-        t.insert_n(9, 1, 7);
-        assert_eq!(&*t, &[1, 0, 0, 2, 3, 7]);
-        assert!(matches!(t, Small::Inline { .. }));
-        t.insert_n(0, 2, 9);
-        assert_eq!(&*t, &[9, 9, 1, 0, 0, 2, 3, 7]);
-        assert!(matches!(t, Small::Heap(_)));
     }
 }
