@@ -4,8 +4,8 @@
 //!
 //! Each function checks the library's own shape rules first, so its errors speak of the
 //! caller's shapes, then builds the layouts ([`Dims`]). None copies data, except `take`
-//! with no axis on an input whose layout cannot be flattened as a view. The input may be any view,
-//! shared (a gather) or mutable (the matching scatter's destination).
+//! with no axis on an input whose layout cannot be flattened as a view. The input may be
+//! any view, shared (a gather) or mutable (the matching scatter's destination).
 
 use ndarray::{ArrayBase, ArrayViewD, Axis, IxDyn, RawData, ShapeBuilder, Slice};
 
