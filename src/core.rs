@@ -23,15 +23,6 @@ pub(crate) struct Dims {
 }
 
 impl Dims {
-    /// The layout of a view with this shape and strides.
-    #[inline]
-    pub fn new(shape: &[usize], strides: &[isize]) -> Dims {
-        Dims {
-            shape: Small::from(shape),
-            strides: Small::from(strides),
-        }
-    }
-
     /// The layout of a view with this shape and strides, with `n` unit axes inserted
     /// before each dimension `at` of `units` (ascending, positions in `shape`).
     #[inline]

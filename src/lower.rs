@@ -96,11 +96,6 @@ pub(crate) fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Resu
     }
 }
 
-/// The layout of `v`.
-fn dims<S: RawData>(v: &ArrayBase<S, IxDyn>) -> Dims {
-    Dims::new(v.shape(), v.strides())
-}
-
 /// The layout of `v` with `n` unit axes inserted before each of its dimensions `at`, for
 /// every `(at, n)` of `units` (ascending).
 fn with_units<S: RawData>(v: &ArrayBase<S, IxDyn>, units: &[(usize, usize)]) -> Dims {
@@ -290,7 +285,7 @@ pub(crate) fn nd<'a, S: RawData, I: GatherIndex>(
                 shape: shape.clone(),
             }
         })?;
-        let idx = dims(&zeros);
+        let idx = with_units(&zeros, &[]);
         (zeros, idx)
     } else {
         let idx = with_units(&indices, &[(q - 1, big_r - q)]);

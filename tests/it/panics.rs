@@ -136,7 +136,11 @@ fn tiny_gathers_drop_what_they_cloned() {
     assert_eq!(LIVE.load(Ordering::SeqCst), live + 24);
     let mut bad_elem = elem.clone();
     bad_elem[[4, 2]] = -5;
-    assert!(a.take_along_axis(&bad_elem, 1).is_err());
+    let e = a.take_along_axis(&bad_elem, 1).unwrap_err();
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: -5, ref position, .. } if position == &vec![4, 2]),
+        "{e:?}"
+    );
     assert_eq!(LIVE.load(Ordering::SeqCst), live + 24);
     drop(a);
     assert_eq!(LIVE.load(Ordering::SeqCst), live);
