@@ -299,7 +299,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         let mut v = Gather::<A, I, R, INIT>::new(self, self.out);
         // SAFETY: `Task::new`'s contract, for the visitor's lanes, which `each_lane` passes
         // whole.
-        unsafe { each_lane(self.outer, |at| v.lane(at, 0, self.lane.len))? };
+        each_lane(self.outer, |at| unsafe { v.lane(at, 0, self.lane.len) })?;
         v.guard.disarm();
         Ok(())
     }
