@@ -7,12 +7,13 @@
 //! that holds them, with the dimensions along which they repeat kept once. `apply` lowers
 //! the real input the same way, with the positions as indices.
 
-use ndarray::{ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, Slice};
+use ndarray::{ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, ShapeBuilder, Slice};
 
 use crate::axis::{AxisArg, TakeAxis};
 use crate::core::{Call, c_strides, fresh};
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode, Raise};
+use crate::kernel::walk::{self, each_lane, split_innermost};
 use crate::kernel::{BadIndex, Operand, Store, Task};
 use crate::lower::{self, Lowering};
 use crate::plan::{AxisTerm, Loop, Plan, checked_len};
@@ -32,13 +33,16 @@ use crate::small::Small;
 ///
 /// # What a plan holds
 /// The shapes, and one resolved position per index value: negative indices (and `take`'s
-/// `wrap` / `clip` modes) already applied, as `u32` (or `usize` where a gathered axis is
-/// longer than 2<sup>32</sup>), so at most the indices' own bytes for 32- and 64-bit
-/// indices. Where the positions repeat along a dimension (a broadcast that was
+/// `wrap` / `clip` modes) already applied, as `u16`, `u32` or `usize`, the narrowest that
+/// holds every gathered axis's length, so at most the indices' own bytes for 32- and
+/// 64-bit indices. Where the positions repeat along a dimension (a broadcast that was
 /// materialized, the same indices for every batch), that dimension is stored once and
 /// read with a zero stride. Where a single gathered axis's positions run up by one in
 /// aligned groups of 8 or more (a range, shuffled patches), inputs in standard layout
-/// are copied a run at a time, as blocks. A plan has no lifetime and no type parameter: it is
+/// are copied a run at a time, as blocks. A plan of at most 64 output elements also keeps
+/// the input offset of each output element (`u32`, at most 256 bytes), so that a small
+/// lookup from a standard-layout input into a new or standard-layout output is one plain
+/// loop. A plan has no lifetime and no type parameter: it is
 /// `Clone + Debug + Send + Sync`, and one plan can serve many threads.
 ///
 /// A plan is also how to gather into an existing output with any of the wrappers:
@@ -73,7 +77,25 @@ pub struct GatherPlan {
     /// The gather lowered for inputs in standard layout (any input of that shape whose
     /// memory is C-contiguous) into C-order outputs: loops ready for the kernel.
     standard: Standard,
+    /// For a tiny output (at most [`TINY`] elements): a small lookup in a hot loop as a
+    /// plain loop.
+    tiny: Option<Tiny>,
 }
+
+/// A tiny plan's gather from a standard-layout input into a standard-layout output.
+#[derive(Debug, Clone)]
+struct Tiny {
+    /// The input offset of each output element.
+    offsets: Box<[u32]>,
+    /// The output shape and its C-order strides, as ndarray's allocating constructors take
+    /// them (building them from `output_shape` was ~200 of `apply`'s ~800 instructions).
+    dim: IxDyn,
+    strides: IxDyn,
+}
+
+/// The largest output, in elements, whose input offsets a plan keeps
+/// ([`GatherPlan::tiny`]: at most 256 bytes).
+const TINY: usize = 64;
 
 /// The lowered loops and axis terms of a plan's gather for a standard-layout input.
 #[derive(Debug, Clone)]
@@ -415,6 +437,13 @@ impl GatherPlan {
     ) -> Result<ArrayD<A>, GatherError> {
         const OP: &str = "GatherPlan::apply";
         self.check_input(OP, input)?;
+        if let (Some(tiny), Some(src)) = (&self.tiny, standard_slice(input)) {
+            let values: Vec<A> = tiny.offsets.iter().map(|&o| src[o as usize].clone()).collect();
+            let shape = tiny.dim.clone().strides(tiny.strides.clone());
+            // SAFETY: there is one offset per element of `dim` (checked in `new`), so
+            // `values` is a C-order array of that shape, with ndarray's own strides for it.
+            return Ok(unsafe { ArrayD::from_shape_vec_unchecked(shape, values) });
+        }
         if input.is_standard_layout() {
             let len =
                 checked_len(&self.output_shape, size_of::<A>()).ok_or_else(|| GatherError::SizeOverflow {
@@ -463,12 +492,20 @@ impl GatherPlan {
     ) -> Result<(), GatherError> {
         const OP: &str = "GatherPlan::apply_into";
         self.check_input(OP, input)?;
-        if out.shape() != self.output_shape {
+        if !same(out.shape(), &self.output_shape) {
             return Err(GatherError::OutputShape {
                 op: OP,
                 expected: self.output_shape.clone(),
                 found: out.shape().to_vec(),
             });
+        }
+        if let (Some(tiny), Some(src)) = (&self.tiny, standard_slice(input))
+            && let Some(dst) = standard_slice_mut(out)
+        {
+            for (d, &o) in dst.iter_mut().zip(&tiny.offsets) {
+                d.clone_from(&src[o as usize]);
+            }
+            return Ok(());
         }
         if input.is_standard_layout() && out.is_standard_layout() {
             // SAFETY: `out` has the output shape in C order, as the loops were made for,
@@ -544,6 +581,14 @@ impl GatherPlan {
             let standard = lower_positions(op, (&lowering, &indices_shape), stand_in, p, standard)?;
             fold_runs(standard, p)
         });
+        let dim = IxDyn(&output_shape);
+        let tiny = with_positions!(&positions, p => tiny_offsets(&standard, p))
+            .filter(|offsets| offsets.len() == dim.size())
+            .map(|offsets| Tiny {
+                offsets,
+                strides: dim.default_strides(),
+                dim,
+            });
         Ok(GatherPlan {
             output_shape,
             lowering,
@@ -551,6 +596,7 @@ impl GatherPlan {
             indices_shape,
             positions,
             standard,
+            tiny,
         })
     }
 
@@ -560,7 +606,7 @@ impl GatherPlan {
         op: &'static str,
         input: &ArrayRef<A, D>,
     ) -> Result<(), GatherError> {
-        if input.shape() == self.input_shape {
+        if same(input.shape(), &self.input_shape) {
             Ok(())
         } else {
             Err(GatherError::InputShape {
@@ -689,6 +735,71 @@ fn fold_runs<P: Position>(standard: Standard, positions: &ArrayD<P>) -> Standard
     }
 }
 
+/// Whether two shapes are equal: an inline loop where `==` calls `memcmp`, a third of a
+/// tiny plan's checks.
+fn same(a: &[usize], b: &[usize]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
+}
+
+/// The number of elements of an array of `shape` with `strides` if they are in standard
+/// layout (C-contiguous; strides of unit dimensions do not matter), `None` otherwise.
+/// Conservative for empty arrays (a mismatched stride after a zero length is `None`).
+fn standard_len(shape: &[usize], strides: &[isize]) -> Option<usize> {
+    let mut len = 1usize;
+    for (&n, &s) in shape.iter().zip(strides).rev() {
+        if n != 1 && s != len as isize {
+            return None;
+        }
+        len = len.checked_mul(n)?;
+    }
+    Some(len)
+}
+
+/// `a`'s elements in standard layout as a slice: ndarray's `as_slice` without its
+/// dynamic-rank overhead (each of its calls was ~80 of P7's ~340 instructions).
+fn standard_slice<A, D: Dimension>(a: &ArrayRef<A, D>) -> Option<&[A]> {
+    let len = standard_len(a.shape(), a.strides())?;
+    // SAFETY: in standard layout, `a`'s `len` elements are contiguous from its first one,
+    // borrowed shared for the slice's lifetime.
+    Some(unsafe { std::slice::from_raw_parts(a.as_ptr(), len) })
+}
+
+/// [`standard_slice`] for exclusive access.
+fn standard_slice_mut<A, D: Dimension>(a: &mut ArrayRef<A, D>) -> Option<&mut [A]> {
+    let len = standard_len(a.shape(), a.strides())?;
+    // SAFETY: as for `standard_slice`; the borrow of `a` is exclusive, and distinct
+    // positions of a standard layout are distinct elements.
+    Some(unsafe { std::slice::from_raw_parts_mut(a.as_mut_ptr(), len) })
+}
+
+/// The input offset of each output element of a tiny gather (at most [`TINY`] output
+/// elements, offsets below 2<sup>32</sup>), both in standard layout: the element loop of
+/// the kernel over `standard`'s loops, run once on offsets instead of elements.
+fn tiny_offsets<P: Position>(standard: &Standard, positions: &ArrayD<P>) -> Option<Box<[u32]>> {
+    let Standard { loops, axes } = standard;
+    let (lane, outer) = split_innermost(loops);
+    let len = walk::positions(outer, &lane);
+    let p = positions.as_slice()?;
+    if len > TINY {
+        return None;
+    }
+    let mut offsets = vec![0; len];
+    let found = each_lane(outer, |at| {
+        for i in 0..lane.len as isize {
+            let at = at.step(&lane, i);
+            let mut inp = at.inp;
+            for a in axes {
+                let o = usize::try_from(at.idx + a.comp).map_err(|_| BadIndex)?;
+                inp += p.get(o).ok_or(BadIndex)?.position() as isize * a.stride;
+            }
+            let out = usize::try_from(at.out).map_err(|_| BadIndex)?;
+            *offsets.get_mut(out).ok_or(BadIndex)? = u32::try_from(inp).map_err(|_| BadIndex)?;
+        }
+        Ok(())
+    });
+    found.ok().map(|()| offsets.into_boxed_slice())
+}
+
 /// The greatest common divisor.
 fn gcd(a: usize, b: usize) -> usize {
     if b == 0 { a } else { gcd(b, a % b) }
@@ -748,6 +859,24 @@ mod tests {
     use ndarray::{Array2, array};
 
     use super::*;
+
+    #[test]
+    fn tiny_plans_keep_offsets() {
+        let offsets = |plan: &GatherPlan| plan.tiny.as_ref().map(|t| t.offsets.to_vec());
+        // W7: rows 3 and 1 of a [4, 3] table.
+        let plan = GatherPlan::gather(&[4, 3], &array![3_i64, 1], 0).unwrap();
+        assert_eq!(offsets(&plan), Some(vec![9, 10, 11, 3, 4, 5]));
+        let t = plan.tiny.as_ref().unwrap();
+        assert_eq!((t.dim.slice(), t.strides.slice()), (&[2, 3][..], &[3, 1][..]));
+        // Along the last axis, with negative indices and a repeated row.
+        let plan = GatherPlan::take_along_axis(&[2, 5], &array![[-1_i64, 0], [-1, 0]], 1).unwrap();
+        assert_eq!(offsets(&plan), Some(vec![4, 0, 9, 5]));
+        // 64 output elements, and 65.
+        let plan = GatherPlan::gather(&[4, 16], &array![3_i64, 0, 1, 2], 0).unwrap();
+        assert_eq!(offsets(&plan).map(|o| (o.len(), o[0], o[63])), Some((64, 48, 47)));
+        let plan = GatherPlan::gather(&[5, 13], &array![0_i64, 1, 2, 3, 4], 0).unwrap();
+        assert_eq!(offsets(&plan), None);
+    }
 
     #[test]
     fn positions_are_resolved_and_repeats_stored_once() {

@@ -2,7 +2,7 @@
 //! the same elements from every layout of the input. The property tests of the wrappers
 //! and of `gather_multiaxis`, and every fixture, run their calls through [`agrees`] too.
 
-use ndarray::{Array, Array2, ArrayD, ArrayViewD, array};
+use ndarray::{Array, Array2, ArrayD, ArrayViewD, ShapeBuilder, array};
 use ndarray_gather::prelude::*;
 
 use crate::layouts::{ALL, Held, Layout};
@@ -234,4 +234,65 @@ fn runs_of_consecutive_indices() {
         agrees(GatherPlan::gather(input.shape(), &row, 1), &input.view(), &got)
             .unwrap_or_else(|e| panic!("{name}, gather: {e}"));
     }
+}
+
+/// Plans of at most 64 output elements gather from standard-layout inputs into
+/// standard-layout outputs through a list of offsets: the same results as the method for
+/// inputs whose unit dimensions have odd strides (still standard layout), non-standard
+/// inputs and outputs, empty outputs, outputs of 64 and 65 elements, and elements with drop
+/// glue.
+#[test]
+fn tiny_plans() {
+    let data: Vec<i32> = (0..12).collect();
+    // [4, 1, 3] in standard layout, with a stride of 99 on the unit dimension.
+    let odd = ndarray::ArrayView::from_shape((4, 1, 3).strides((3, 99, 1)), &data).unwrap();
+    assert!(odd.is_standard_layout());
+    let c = odd.to_owned();
+    let ids = array![[3_i64], [-4]];
+    let expected = c.gather(&ids, 0).unwrap();
+    assert_eq!(expected.shape(), &[2, 1, 1, 3]);
+    let plan = GatherPlan::gather(&[4, 1, 3], &ids, 0).unwrap();
+    assert_eq!(plan.apply(&odd).unwrap(), expected);
+    assert_eq!(plan.apply(&c).unwrap(), expected);
+    // An output with a stride of 99 on a unit dimension, and a Fortran-order one.
+    let mut buf = vec![-1; 6];
+    let mut out = ndarray::ArrayViewMut::from_shape((2, 1, 1, 3).strides((3, 99, 7, 1)), &mut buf).unwrap();
+    plan.apply_into(&odd, &mut out).unwrap();
+    assert_eq!(out.into_dyn(), expected);
+    let mut f = ndarray::Array4::from_elem((2, 1, 1, 3).f(), -1);
+    plan.apply_into(&c.t(), &mut f).unwrap_err(); // the transposed input has another shape
+    plan.apply_into(&odd, &mut f).unwrap();
+    assert_eq!(f.into_dyn(), expected);
+    // A reversed input (not standard layout).
+    let mut rev = c.clone();
+    rev.invert_axis(ndarray::Axis(0));
+    let rev_std = rev.as_standard_layout().to_owned();
+    assert_eq!(plan.apply(&rev).unwrap(), rev_std.gather(&ids, 0).unwrap());
+
+    // Empty outputs.
+    let none = ndarray::Array1::<i64>::zeros(0);
+    let plan = GatherPlan::gather(&[4, 1, 3], &none, 0).unwrap();
+    assert_eq!(plan.apply(&c).unwrap(), c.gather(&none, 0).unwrap());
+    let mut empty = ArrayD::<i32>::zeros(plan.output_shape());
+    plan.apply_into(&c, &mut empty).unwrap();
+    assert_eq!(empty.shape(), &[0, 1, 3]);
+
+    // 64 and 65 output elements, the first of them read from the input's last element.
+    let x = Array::from_shape_fn((5, 13), |(i, j)| (i * 13 + j) as u16);
+    for n in [64, 65] {
+        let ids = Array::from_shape_fn(n, |k| ((k * 7 + 64) % 65) as i64);
+        let plan = GatherPlan::take(x.shape(), &ids, None, IndexMode::Raise).unwrap();
+        let expected = x.take(&ids, None, IndexMode::Raise).unwrap();
+        assert_eq!(expected[[0]], 64);
+        agrees(Ok(plan), &x.view().into_dyn(), &Ok(expected)).unwrap();
+    }
+
+    // Strings through both paths.
+    let strings = Array::from_shape_fn((4, 1, 3), |(i, _, j)| format!("{i}.{j}"));
+    let plan = GatherPlan::gather(&[4, 1, 3], &ids, 0).unwrap();
+    let expected = strings.gather(&ids, 0).unwrap();
+    assert_eq!(plan.apply(&strings).unwrap(), expected);
+    let mut out = ArrayD::from_elem(expected.raw_dim(), String::from("old"));
+    plan.apply_into(&strings, &mut out).unwrap();
+    assert_eq!(out, expected);
 }
