@@ -31,6 +31,7 @@ fn workload_groups(c: &mut Criterion) {
         g.bench_function("alloc", |b| b.iter(|| black_box((w.alloc)())));
         g.bench_function("into", |b| b.iter(&mut w.into));
         g.bench_function("plan_into", |b| b.iter(&mut w.plan_into));
+        g.bench_function("plan_alloc", |b| b.iter(&w.plan_alloc));
         g.bench_function("plan_build", |b| b.iter(&w.plan_build));
         // W1, W3, W8 into a Fortran-order output, W3 from a transposed input.
         for (what, mut f) in workloads::orders(id) {

@@ -4,7 +4,8 @@
 //! Each workload owns its data: `alloc` runs the crate's allocating call, `into` the
 //! unprepared `gather_multiaxis_into` call (on views lowered once, up front) into a reused
 //! output, `plan_into` the prepared gather (P3-P8: a [`GatherPlan`] of the wrapper, built
-//! once) into a reused output, and `plan_build` builds that plan.
+//! once) into a reused output, `plan_alloc` the same into a new array, and `plan_build`
+//! builds that plan.
 
 #![allow(dead_code)]
 
@@ -24,6 +25,8 @@ pub const IDS: [&str; 8] = [
 
 /// A timed call.
 pub type Timed = Box<dyn FnMut()>;
+/// A timed call that needs no exclusive state.
+pub type TimedShared = Box<dyn Fn()>;
 
 pub struct Workload {
     pub id: &'static str,
@@ -32,6 +35,7 @@ pub struct Workload {
     pub alloc: Box<dyn Fn() -> ArrayD<f32>>,
     pub into: Box<dyn FnMut()>,
     pub plan_into: Box<dyn FnMut()>,
+    pub plan_alloc: Box<dyn Fn()>,
     pub plan_build: Box<dyn Fn()>,
 }
 
@@ -155,13 +159,24 @@ pub fn orders(id: &str) -> Vec<(&'static str, Timed)> {
     }
 }
 
-/// `plan_into` and `plan_build` for the plan `make` builds for `input`'s shape.
-fn planned(input: ArrayD<f32>, make: impl Fn(&[usize]) -> GatherPlan + 'static) -> (Timed, Box<dyn Fn()>) {
+/// `plan_into`, `plan_alloc` and `plan_build` for the plan `make` builds for `input`'s
+/// shape.
+fn planned(
+    input: ArrayD<f32>,
+    make: impl Fn(&[usize]) -> GatherPlan + 'static,
+) -> (Timed, TimedShared, TimedShared) {
     let shape = input.shape().to_vec();
-    let plan = make(&shape);
+    let plan = std::rc::Rc::new(make(&shape));
+    let input = std::rc::Rc::new(input);
     let mut out = zeros(plan.output_shape());
-    let apply = Box::new(move || plan.apply_into(&input, &mut out).unwrap());
-    (apply, Box::new(move || drop(std::hint::black_box(make(&shape)))))
+    let (p, x) = (plan.clone(), input.clone());
+    let apply_into = Box::new(move || p.apply_into(&*x, &mut out).unwrap());
+    let apply = Box::new(move || drop(std::hint::black_box(plan.apply(&*input).unwrap())));
+    (
+        apply_into,
+        apply,
+        Box::new(move || drop(std::hint::black_box(make(&shape)))),
+    )
 }
 
 pub fn build(id: &str) -> Workload {
@@ -174,7 +189,7 @@ pub fn build(id: &str) -> Workload {
                 reshaped(copy(&ix), &[0, 3]),
                 vec![0],
             );
-            let (plan_into, plan_build) = {
+            let (plan_into, plan_alloc, plan_build) = {
                 let ix = ix.clone();
                 planned(copy(&table), move |s| GatherPlan::gather(s, &ix, 0).unwrap())
             };
@@ -184,6 +199,7 @@ pub fn build(id: &str) -> Workload {
                 idx_bytes: 64 * 512 * 8,
                 alloc: Box::new(move || table.gather(&ix, 0).unwrap()),
                 plan_into,
+                plan_alloc,
                 plan_build,
                 into,
             }
@@ -192,7 +208,7 @@ pub fn build(id: &str) -> Workload {
             let x = data(&[64, 2048, 64]);
             let ix = ids(&[1024], 2048, 2);
             let into = into_fn(reshaped(copy(&x), &[2]), reshaped(copy(&ix), &[0, 1, 3]), vec![1]);
-            let (plan_into, plan_build) = {
+            let (plan_into, plan_alloc, plan_build) = {
                 let ix = ix.clone();
                 planned(copy(&x), move |s| GatherPlan::gather(s, &ix, 1).unwrap())
             };
@@ -202,6 +218,7 @@ pub fn build(id: &str) -> Workload {
                 idx_bytes: 1024 * 8,
                 alloc: Box::new(move || x.gather(&ix, 1).unwrap()),
                 plan_into,
+                plan_alloc,
                 plan_build,
                 into,
             }
@@ -211,7 +228,7 @@ pub fn build(id: &str) -> Workload {
             let x = data(&[2048, 2048]);
             let ix = ids(&[2048, 2048], 2048, 3 + axis as u64);
             let into = into_fn(copy(&x), copy(&ix), vec![axis]);
-            let (plan_into, plan_build) = {
+            let (plan_into, plan_alloc, plan_build) = {
                 let ix = ix.clone();
                 planned(copy(&x), move |s| {
                     GatherPlan::gather_elements(s, &ix, axis as isize).unwrap()
@@ -227,6 +244,7 @@ pub fn build(id: &str) -> Workload {
                 idx_bytes: 2048 * 2048 * 8,
                 alloc: Box::new(move || x.take_along_axis(&ix, axis as isize).unwrap()),
                 plan_into,
+                plan_alloc,
                 plan_build,
                 into,
             }
@@ -236,7 +254,7 @@ pub fn build(id: &str) -> Workload {
             let x = data(&[1024, 1024, 4]);
             let ix = ids(&[n, 2], 1024, 5);
             let into = into_fn(reshaped(copy(&x), &[3]), reshaped(copy(&ix), &[1, 2]), vec![0, 1]);
-            let (plan_into, plan_build) = {
+            let (plan_into, plan_alloc, plan_build) = {
                 let ix = ix.clone();
                 planned(copy(&x), move |s| GatherPlan::gather_nd(s, &ix, 0).unwrap())
             };
@@ -246,6 +264,7 @@ pub fn build(id: &str) -> Workload {
                 idx_bytes: n * 2 * 8,
                 alloc: Box::new(move || x.gather_nd(&ix, 0).unwrap()),
                 plan_into,
+                plan_alloc,
                 plan_build,
                 into,
             }
@@ -254,7 +273,7 @@ pub fn build(id: &str) -> Workload {
             let x = data(&[32, 4096, 128]);
             let ix = ids(&[32, 512], 4096, 6);
             let into = into_fn(reshaped(copy(&x), &[2]), reshaped(copy(&ix), &[1, 3]), vec![1]);
-            let (plan_into, plan_build) = {
+            let (plan_into, plan_alloc, plan_build) = {
                 let ix = ix.clone();
                 planned(copy(&x), move |s| {
                     GatherPlan::gather_batched(s, &ix, 1, 1).unwrap()
@@ -266,6 +285,7 @@ pub fn build(id: &str) -> Workload {
                 idx_bytes: 32 * 512 * 8,
                 alloc: Box::new(move || x.gather_batched(&ix, 1, 1).unwrap()),
                 plan_into,
+                plan_alloc,
                 plan_build,
                 into,
             }
@@ -278,7 +298,7 @@ pub fn build(id: &str) -> Workload {
             .unwrap();
             let ix = Array1::from(vec![3_i64, 1]).into_dyn();
             let into = into_fn(reshaped(copy(&x), &[1]), reshaped(copy(&ix), &[0, 2]), vec![0]);
-            let (plan_into, plan_build) = {
+            let (plan_into, plan_alloc, plan_build) = {
                 let ix = ix.clone();
                 planned(copy(&x), move |s| GatherPlan::gather(s, &ix, 0).unwrap())
             };
@@ -288,6 +308,7 @@ pub fn build(id: &str) -> Workload {
                 idx_bytes: 2 * 8,
                 alloc: Box::new(move || x.gather(&ix, 0).unwrap()),
                 plan_into,
+                plan_alloc,
                 plan_build,
                 into,
             }
@@ -297,7 +318,7 @@ pub fn build(id: &str) -> Workload {
             let x = data(&[8, 256, 256, 16]);
             let ix = ids(&[8, n, 1, 2], 256, 8);
             let into = into_fn(copy(&x), copy(&ix), vec![2, 1]);
-            let (plan_into, plan_build) = {
+            let (plan_into, plan_alloc, plan_build) = {
                 let ix = ix.clone();
                 planned(copy(&x), move |s| GatherPlan::multiaxis(s, &ix, &[2, 1]).unwrap())
             };
@@ -307,6 +328,7 @@ pub fn build(id: &str) -> Workload {
                 idx_bytes: 8 * n * 2 * 8,
                 alloc: Box::new(move || x.gather_multiaxis(&ix, &[2, 1]).unwrap()),
                 plan_into,
+                plan_alloc,
                 plan_build,
                 into,
             }

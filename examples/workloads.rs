@@ -51,11 +51,13 @@ fn main() {
         let mut dst = workloads::numpy_like(w.out_bytes / 4, |_| 0.0f32);
         let alloc = &w.alloc;
         let build = &w.plan_build;
-        let (a, i, p, b, m) = if *id == "W7_tiny" {
+        let plan_alloc = &w.plan_alloc;
+        let (a, i, p, pa, b, m) = if *id == "W7_tiny" {
             (
                 median_tiny(&mut || drop(black_box(alloc()))),
                 median_tiny(&mut w.into),
                 median_tiny(&mut w.plan_into),
+                median_tiny(&mut || plan_alloc()),
                 median_tiny(&mut || build()),
                 median_tiny(&mut || dst.copy_from_slice(black_box(&src))),
             )
@@ -64,6 +66,7 @@ fn main() {
                 median(budget, || drop(black_box(alloc()))) as f64,
                 median(budget, &mut w.into) as f64,
                 median(budget, &mut w.plan_into) as f64,
+                median(budget, plan_alloc) as f64,
                 median(budget, build) as f64,
                 median(budget, || dst.copy_from_slice(black_box(&src))) as f64,
             )
@@ -71,6 +74,7 @@ fn main() {
         println!("{id} alloc {a:.1}");
         println!("{id} into {i:.1}");
         println!("{id} plan_into {p:.1}");
+        println!("{id} plan_alloc {pa:.1}");
         println!("{id} plan_build {b:.1}");
         println!("{id} memcpy {m:.1}");
         for (what, mut f) in workloads::orders(id) {

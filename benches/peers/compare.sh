@@ -52,8 +52,8 @@ def load(*paths):
     return rows
 rows = load(sys.argv[1], sys.argv[2])
 if rows:
-    cols = ["alloc", "into", "into_huge", "plan_into", "plan_build", "memcpy", "memcpy2", "numpy", "numpy_out", "ort1", "ort2"]
-    print("| workload | crate alloc | crate into | into, huge-page inputs | plan into | plan build | memcpy 1T | memcpy 2T | numpy | numpy out= | ORT 1T | ORT 2T | into / best peer | huge-page into / best peer | alloc / numpy | alloc / into | into / memcpy | plan into / into | plan build / alloc |")
+    cols = ["alloc", "into", "into_huge", "plan_into", "plan_alloc", "plan_build", "memcpy", "memcpy2", "numpy", "numpy_out", "ort1", "ort2"]
+    print("| workload | crate alloc | crate into | into, huge-page inputs | plan into | plan alloc | plan build | memcpy 1T | memcpy 2T | numpy | numpy out= | ORT 1T | ORT 2T | into / best peer | huge-page into / best peer | alloc / numpy | alloc / into | into / memcpy | plan into / into | plan build / alloc |")
     print("|---|" + "---:|" * 19)
     for wid, r in rows.items():
         peers = [r[p] for p in ("numpy", "numpy_out", "ort1", "ort2") if p in r]
@@ -67,8 +67,8 @@ if rows:
           " them (NumPy advises its own arrays into huge pages, so the peers read theirs from huge pages), except"
           " `into, huge-page inputs`: the crate on inputs made with the README's recipe;"
           " memcpy 1T = one thread copying the output's bytes,"
-          " memcpy 2T = two threads copying half each (one spawned for it); plan = GatherPlan::apply_into"
-          " (P3-P8), its plan built once")
+          " memcpy 2T = two threads copying half each (one spawned for it); plan into = GatherPlan::apply_into"
+          " (P3-P8), its plan built once; plan alloc = GatherPlan::apply")
 orders = {w: r for w, r in rows.items() if "into_f_out" in r}
 if orders:
     print("\n| workload | crate into (C order) | into a Fortran-order out | F out / C | from a transposed input | transposed / C |")
