@@ -35,8 +35,8 @@ pub struct Workload {
     pub alloc: Box<dyn Fn() -> ArrayD<f32>>,
     pub into: Box<dyn FnMut()>,
     pub plan_into: Box<dyn FnMut()>,
-    pub plan_alloc: Box<dyn Fn()>,
-    pub plan_build: Box<dyn Fn()>,
+    pub plan_alloc: TimedShared,
+    pub plan_build: TimedShared,
 }
 
 /// Deterministic uniform indices in `0..n` (a 64-bit LCG; fixed seed).

@@ -779,10 +779,10 @@ fn tiny_offsets<P: Position>(standard: &Standard, positions: &ArrayD<P>) -> Opti
     let Standard { loops, axes } = standard;
     let (lane, outer) = split_innermost(loops);
     let len = walk::positions(outer, &lane);
-    let p = positions.as_slice()?;
     if len > TINY {
         return None;
     }
+    let p = positions.as_slice()?;
     let mut offsets = vec![0; len];
     let found = each_lane(outer, |at| {
         for i in 0..lane.len as isize {

@@ -260,7 +260,10 @@ fn tiny_plans() {
     plan.apply_into(&odd, &mut out).unwrap();
     assert_eq!(out.into_dyn(), expected);
     let mut f = ndarray::Array4::from_elem((2, 1, 1, 3).f(), -1);
-    plan.apply_into(&c.t(), &mut f).unwrap_err(); // the transposed input has another shape
+    // The transposed input has another shape: refused, `f` untouched.
+    let r = plan.apply_into(&c.t(), &mut f);
+    assert!(matches!(r, Err(GatherError::InputShape { .. })), "{r:?}");
+    assert!(f.iter().all(|&v| v == -1), "{f:?}");
     plan.apply_into(&odd, &mut f).unwrap();
     assert_eq!(f.into_dyn(), expected);
     // A reversed input (not standard layout).
