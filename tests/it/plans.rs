@@ -299,3 +299,23 @@ fn tiny_plans() {
     plan.apply_into(&strings, &mut out).unwrap();
     assert_eq!(out, expected);
 }
+
+/// Indices of more than 2 MiB (under Miri, of more than 256 bytes) are resolved in ranges
+/// on the pool's threads: the plan gathers what the method gathers, and with bad indices
+/// in several ranges it fails with the method's error, which names the first.
+#[test]
+fn large_plans_resolve_in_parallel() {
+    let (m, n) = if cfg!(miri) { (5, 12) } else { (1000, 90_000) };
+    let x = Array2::from_shape_fn((3, m), |(i, j)| (i * m + j) as f32);
+    let mut ids = Array2::from_shape_fn((3, n), |(i, j)| ((i * 7 + j * 13) % (2 * m)) as i64 - m as i64);
+    let plan = GatherPlan::take_along_axis(x.shape(), &ids, 1);
+    let got = x.take_along_axis(&ids, 1).map(|a| a.into_dyn());
+    assert!(got.is_ok());
+    agrees(plan, &x.view().into_dyn(), &got).unwrap();
+    // Bad indices in the last range and in the first: the first is reported.
+    ids[[2, n - 1]] = m as i64;
+    ids[[0, 1]] = -1001;
+    let err = GatherPlan::take_along_axis(x.shape(), &ids, 1).unwrap_err();
+    assert_eq!(err, x.take_along_axis(&ids, 1).unwrap_err());
+    assert!(err.to_string().contains("-1001"), "{err}");
+}
