@@ -353,22 +353,25 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
     ) -> Result<(), BadIndex> {
         let t = self.task;
         let axes: &[AxisTerm] = if N == 0 { t.axes } else { fixed };
-        let (n, (lo, hi)) = (t.lane.len, self.own);
+        // Everything the loop reads, in locals: the compiler cannot tell that writing
+        // `A` values leaves the task alone (S3: ~80 -> ~50 instructions per point).
+        let (dst, upd, idx, reducer) = (self.dst, t.upd, t.idx, self.reducer);
+        let (n, (lo, hi)) = (if K > 0 { K } else { t.lane.len }, self.own);
         let bytes = n * size_of::<A>();
         let ahead = (4096 / bytes.max(1)).clamp(1, RING).min(count);
-        let far = ahead as isize + lines_ahead::<I>(row.idx);
+        let far = (ahead as isize + lines_ahead::<I>(row.idx)) * row.idx;
         let mut good = true;
         let mut locate_at = |k: usize| {
             let lane = at.step(&row, k as isize);
-            prefetch_line(t.idx.wrapping_offset(lane.idx + far * row.idx));
+            prefetch_line(idx.wrapping_offset(lane.idx + far));
             // SAFETY: lane `k` of the row exists; its coordinate was checked, or is
             // checked here (a bad one resolves to position 0).
-            let (g, ok) = unsafe { locate::<I, Raise>(t.idx, axes, lane.idx) };
+            let (g, ok) = unsafe { locate::<I, Raise>(idx, axes, lane.idx) };
             good &= ok;
             let d = lane.inp + g;
             if lo <= d && d < hi {
-                prefetch_block(self.dst.wrapping_offset(d), bytes);
-                prefetch_block(t.upd.wrapping_offset(lane.out), bytes);
+                prefetch_block(dst.wrapping_offset(d), bytes);
+                prefetch_block(upd.wrapping_offset(lane.out), bytes);
             }
             d
         };
@@ -387,12 +390,12 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
                 // contiguous updates exist, and the two do not overlap.
                 let (d, u) = unsafe {
                     (
-                        &mut *self.dst.offset(d0).cast::<[A; K]>(),
-                        &*t.upd.offset(u0).cast::<[A; K]>(),
+                        &mut *dst.offset(d0).cast::<[A; K]>(),
+                        &*upd.offset(u0).cast::<[A; K]>(),
                     )
                 };
                 for (x, v) in d.iter_mut().zip(u) {
-                    self.reducer.reduce(x, v);
+                    reducer.reduce(x, v);
                 }
             } else {
                 // SAFETY: lane `k` of the row exists, its first destination is `d0`.
