@@ -354,7 +354,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         let t = self.task;
         let axes: &[AxisTerm] = if N == 0 { t.axes } else { fixed };
         // Everything the loop reads, in locals: the compiler cannot tell that writing
-        // `A` values leaves the task alone (S3: ~80 -> ~50 instructions per point).
+        // `A` values leaves the task alone (S3: ~80 -> ~70 instructions per point, fewer
+        // spills; 8.4 -> 7.0 ms).
         let (dst, upd, idx, reducer) = (self.dst, t.upd, t.idx, self.reducer);
         let (n, (lo, hi)) = (if K > 0 { K } else { t.lane.len }, self.own);
         let bytes = n * size_of::<A>();
