@@ -260,7 +260,7 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
         match (self.indices.as_slice(), &plan.axes[..], self.mode) {
             // One gathered axis, contiguous indices: a branch-free loop that vectorizes,
             // over ranges of the indices on the pool's threads when they are large (W3's
-            // plan: 2.3 -> 1.4 ms, 4M indices).
+            // plan: 2.35 -> 1.55 ms, 4M indices).
             (Some(indices), [term], IndexMode::Raise) => {
                 // Index `v` resolved and converted; `good` cleared if it was out of range.
                 let resolve = |v: I, good: &mut bool| {
@@ -283,6 +283,7 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
                 let parts: Vec<Mutex<&mut [P]>> = values.chunks_mut(ranges.per).map(Mutex::new).collect();
                 let outcome = schedule::run_jobs(ranges.count, false, |c| {
                     let mut good = true;
+                    // Each part is locked once, by its own job: never poisoned.
                     let mut to = parts[c].lock().map_err(|_| BadIndex)?;
                     for (p, &v) in to.iter_mut().zip(&indices[ranges.get(c)]) {
                         *p = resolve(v, &mut good);

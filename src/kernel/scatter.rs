@@ -232,7 +232,7 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
     unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
         let t = self.task;
         // One or two axis terms by value (S3: ~44 -> ~20 instructions per point).
-        // SAFETY: (every arm) forwarded; `fixed` holds this task's own axis terms.
+        // SAFETY: (every arm) forwarded, with this task's own axis terms.
         let good = unsafe {
             match t.axes {
                 [a] => check_row(t.idx, &[*a], row, count, at.idx),
