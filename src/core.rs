@@ -6,12 +6,15 @@
 
 use std::sync::Mutex;
 
-use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn, RawData, ViewRepr};
+use ndarray::{
+    ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, Dimension, IxDyn, RawData, ShapeBuilder, ViewRepr,
+};
 
 use crate::error::{GatherError, internal};
 use crate::index::{Clip, GatherIndex, IndexMode, Raise, Resolve, Wrap, resolve};
 use crate::kernel::schedule::{self, Ranges};
-use crate::kernel::{BadIndex, Operand, ScatterTask, Store, Task};
+use crate::kernel::walk::TINY;
+use crate::kernel::{BadIndex, Operand, SCATTER_TINY, ScatterTask, Store, Task, scatter_tiny};
 use crate::plan::{Layout, Loop, Plan, checked_len, unravel};
 use crate::reduce::Reducer;
 use crate::small::Small;
@@ -33,22 +36,23 @@ impl Dims {
     /// before each dimension `at` of `units` (ascending, positions in `shape`).
     #[inline]
     pub fn with_units(shape: &[usize], strides: &[isize], units: &[(usize, usize)]) -> Dims {
+        let rank = shape.len() + units.iter().map(|u| u.1).sum::<usize>();
+        // Filled in place: unit axes are the ones left as they were made (W7's allocating
+        // call: ~350 -> ~290 instructions for its two layouts).
         let mut d = Dims {
-            shape: Small::new(),
-            strides: Small::new(),
+            shape: std::iter::repeat_n(1, rank).collect(),
+            strides: std::iter::repeat_n(0, rank).collect(),
         };
-        let mut units = units.iter().peekable();
-        for k in 0..=shape.len() {
-            while let Some(&(_, n)) = units.next_if(|u| u.0 <= k) {
-                for _ in 0..n {
-                    d.shape.push(1);
-                    d.strides.push(0);
-                }
+        let (lens, steps): (&mut [usize], &mut [isize]) = (&mut d.shape, &mut d.strides);
+        let (mut units, mut k) = (units.iter().peekable(), 0);
+        for (dim, (&len, &stride)) in shape.iter().zip(strides).enumerate() {
+            while let Some(&(_, n)) = units.next_if(|u| u.0 <= dim) {
+                k += n;
             }
-            if let (Some(&len), Some(&stride)) = (shape.get(k), strides.get(k)) {
-                d.shape.push(len);
-                d.strides.push(stride);
+            if let (Some(l), Some(s)) = (lens.get_mut(k), steps.get_mut(k)) {
+                (*l, *s) = (len, stride);
             }
+            k += 1;
         }
         d
     }
@@ -196,14 +200,21 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
     /// The strides of a view of the caller's output shape with the removed unit axes put
     /// back (as stride 0).
     fn lower_output(&self, strides: &[isize]) -> Small<isize> {
+        if self.remove.is_empty() {
+            return Small::from(strides);
+        }
+        self.output_strides(strides).collect()
+    }
+
+    /// [`Call::lower_output`]'s strides, one by one.
+    #[inline]
+    fn output_strides<'s>(&'s self, strides: &'s [isize]) -> impl Iterator<Item = isize> + 's {
         let mut given = strides.iter();
         let mut removed = self.remove.iter().peekable();
-        (0..strides.len() + self.remove.len())
-            .map(|d| match removed.next_if_eq(&&d) {
-                Some(_) => 0,
-                None => given.next().copied().unwrap_or(0),
-            })
-            .collect()
+        (0..strides.len() + self.remove.len()).map(move |d| match removed.next_if_eq(&&d) {
+            Some(_) => 0,
+            None => given.next().copied().unwrap_or(0),
+        })
     }
 
     /// Validates the call (every error but an out-of-range index) and describes it in
@@ -354,7 +365,15 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
         self.plan(&mut plan, size_of::<A>())?;
         // Indices are checked by the kernel as it reads them (a separate pass would read
         // them twice); if one is bad, the kernel drops what it wrote and we free the rest.
-        let loops = plan.loops(&c_strides(&plan.out_shape));
+        let c = c_strides(&plan.out_shape);
+        let merged;
+        let loops: &[Loop] = if plan.out_len <= TINY {
+            plan.set_out_strides(c.iter().copied());
+            &plan.dims
+        } else {
+            merged = plan.loops(&c);
+            &merged
+        };
         // The removed axes have length 1, so the caller's shape has the same row-major
         // layout as the lowered one.
         let shape = self.final_shape(&plan.out_shape);
@@ -362,7 +381,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
         // walked with C strides; the kernel initializes every element when it returns Ok.
         unsafe {
             fresh(self.op, plan.out_len, &shape, |out| {
-                self.execute(&plan, &loops, out, Store::Init)
+                self.execute(&plan, loops, out, Store::Init)
             })
         }
     }
@@ -380,10 +399,16 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
                 found: out.shape().to_vec(),
             });
         }
+        let out_ptr = out.as_mut_ptr();
+        if plan.out_len <= TINY {
+            plan.set_out_strides(self.output_strides(out.strides()));
+            // SAFETY: `out` has the plan's output shape (checked above) and is an
+            // exclusive borrow, so it aliases nothing.
+            return unsafe { self.execute(&plan, &plan.dims, out_ptr, Store::Assign) };
+        }
         let loops = plan.loops_any_order(&self.lower_output(out.strides()));
-        // SAFETY: `out` has the plan's output shape (checked above) and is an exclusive
-        // borrow, so it aliases nothing.
-        unsafe { self.execute(&plan, &loops, out.as_mut_ptr(), Store::Assign) }
+        // SAFETY: as above.
+        unsafe { self.execute(&plan, &loops, out_ptr, Store::Assign) }
     }
 
     /// Runs the gather of `plan` (made from this call's layouts) over `loops` into `out`;
@@ -435,39 +460,50 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
     ) -> Result<(), GatherError> {
         let mut plan = self.empty_plan();
         self.plan(&mut plan, size_of::<A>())?;
-        let expected = self.final_shape(&plan.out_shape);
-        let unfit = || GatherError::UpdatesShape {
-            op: self.op,
-            expected: expected.to_vec(),
-            found: updates.shape().to_vec(),
+        // Updates of the very shape fit every way (and need no new view).
+        let updates = if self.is_final_shape(&plan.out_shape, updates.shape()) {
+            updates
+        } else {
+            let expected = self.final_shape(&plan.out_shape);
+            let fitted = match fit {
+                Fit::Exact => None,
+                Fit::Leading => (updates.ndim() == expected.len()
+                    && updates.shape().iter().zip(&*expected).all(|(u, e)| u >= e))
+                .then(|| {
+                    let mut v = updates.view();
+                    for (d, &n) in expected.iter().enumerate() {
+                        v.slice_axis_inplace(Axis(d), ndarray::Slice::from(..n));
+                    }
+                    v
+                }),
+                Fit::Broadcast => updates.broadcast(IxDyn(&expected)),
+            };
+            fitted.ok_or_else(|| GatherError::UpdatesShape {
+                op: self.op,
+                expected: expected.to_vec(),
+                found: updates.shape().to_vec(),
+            })?
         };
-        let fitted = match fit {
-            Fit::Exact => (updates.shape() == &*expected).then(|| updates.view()),
-            Fit::Leading => (updates.ndim() == expected.len()
-                && updates.shape().iter().zip(&*expected).all(|(u, e)| u >= e))
-            .then(|| {
-                let mut v = updates.view();
-                for (d, &n) in expected.iter().enumerate() {
-                    v.slice_axis_inplace(Axis(d), ndarray::Slice::from(..n));
-                }
-                v
-            }),
-            Fit::Broadcast => updates.broadcast(IxDyn(&expected)),
-        };
-        let updates = fitted.ok_or_else(unfit)?;
         if plan.out_len == 0 {
             return Ok(());
         }
-        let loops = plan.loops(&self.lower_output(updates.strides()));
         let dst = self.input.as_mut_ptr().cast_const();
         let dst = Operand::new(self.inp(), dst);
         let indices = Operand::new(self.idx(), self.indices.as_ptr());
-        // SAFETY: the plan was made from these layouts of these views; `updates` has the
-        // caller's output shape (fitted above), so with the removed unit axes put back the
-        // plan's; the destination is an exclusive borrow, so nothing else reads or writes
-        // it, and `dst` comes from `as_mut_ptr`.
-        let task = unsafe { ScatterTask::new(&loops, &plan.axes, dst, updates.as_ptr(), indices) };
-        task.scatter(reducer).map_err(|BadIndex| self.index_error(&plan))
+        // SAFETY: (both arms) the plan was made from these layouts of these views;
+        // `updates` has the caller's output shape (fitted above), so with the removed unit
+        // axes put back the plan's; the destination is an exclusive borrow, so nothing
+        // else reads or writes it, and `dst` comes from `as_mut_ptr`.
+        let done = unsafe {
+            if plan.out_len <= SCATTER_TINY {
+                plan.set_out_strides(self.output_strides(updates.strides()));
+                scatter_tiny(&plan.dims, &plan.axes, dst, updates.as_ptr(), indices, reducer)
+            } else {
+                let loops = plan.loops(&self.lower_output(updates.strides()));
+                ScatterTask::new(&loops, &plan.axes, dst, updates.as_ptr(), indices).scatter(reducer)
+            }
+        };
+        done.map_err(|BadIndex| self.index_error(&plan))
     }
 }
 
@@ -491,10 +527,21 @@ pub(crate) unsafe fn fresh<A>(
     if checked_len(shape, size_of::<A>()) != Some(len) {
         return Err(internal(op, "the output's length is not its shape's"));
     }
+    // C-order strides, given rather than derived by ndarray (~260 -> ~140 instructions of
+    // W7's allocating call); all zero for an empty array, as ndarray makes them.
+    let mut strides = IxDyn::zeros(shape.len());
+    if len > 0 {
+        let mut acc = 1;
+        for (s, &n) in strides.slice_mut().iter_mut().zip(shape).rev() {
+            *s = acc;
+            acc *= n;
+        }
+    }
     // SAFETY: `buf` holds exactly the `len` elements of `shape` (of at most isize::MAX
-    // bytes), which ndarray lays out in C order from the first (its own `from_shape_vec`
-    // without the general checks: ~140 of a tiny allocating gather's ~3200 instructions).
-    Ok(unsafe { ArrayD::from_shape_vec_unchecked(IxDyn(shape), buf) })
+    // bytes), laid out in C order from the first by these strides (ndarray's own
+    // `from_shape_vec` without the general checks: ~140 of a tiny allocating gather's
+    // ~3200 instructions).
+    Ok(unsafe { ArrayD::from_shape_vec_unchecked(IxDyn(shape).strides(strides), buf) })
 }
 
 /// Asks Linux to back a large fresh output with transparent huge pages, as NumPy does for

@@ -191,6 +191,16 @@ impl Plan {
         merge(self.dims_with(out_strides))
     }
 
+    /// Fills in the output strides of the plan's own dimensions (one per dimension), so
+    /// that `dims` are loops over the same positions as [`Plan::loops`], in the same
+    /// order, unmerged (dimensions of length 1 kept): for tiny calls, which merging does
+    /// not repay (W7's `_into` 88 -> 67 ns, S4 106 -> 88 ns, alternating runs).
+    pub fn set_out_strides(&mut self, out_strides: impl IntoIterator<Item = isize>) {
+        for (l, s) in self.dims.iter_mut().zip(out_strides) {
+            l.out = s;
+        }
+    }
+
     /// The plan's dimensions, outermost first, with the output strides filled in.
     fn dims_with<'s>(&'s self, out_strides: &'s [isize]) -> impl DoubleEndedIterator<Item = Loop> + 's {
         self.dims

@@ -44,7 +44,7 @@ use std::mem::{MaybeUninit, needs_drop};
 
 use self::elements::Axis1;
 pub(crate) use self::elements::Isa;
-pub(crate) use self::scatter::ScatterTask;
+pub(crate) use self::scatter::{SCATTER_TINY, ScatterTask, scatter_tiny};
 use self::schedule::Ranges;
 use self::stage::Stage;
 use self::store::{InitGuard, store};
@@ -193,8 +193,10 @@ pub(crate) fn debug_check_reach(
 }
 
 impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
-    /// A task over `loops` (from [`Plan::loops`](crate::plan::Plan::loops), never empty)
-    /// and `axes` of the plan made from `input` and `indices`.
+    /// A task over `loops` (from [`Plan::loops`](crate::plan::Plan::loops), or a tiny
+    /// plan's own dimensions after [`Plan::set_out_strides`](crate::plan::Plan::set_out_strides):
+    /// any loops over the plan's positions in row-major order; none for rank 0) and `axes`
+    /// of the plan made from `input` and `indices`.
     ///
     /// # Safety
     /// - the plan was made from these very operands (`Plan::new` with their shapes and

@@ -20,7 +20,7 @@ use std::mem::needs_drop;
 
 use super::blocks::{prefetch_block, prefetch_line};
 use super::schedule::{self, Ranges};
-use super::walk::{At, Visit, positions, split_innermost, walk};
+use super::walk::{At, Visit, each_lane, positions, split_innermost, walk};
 use super::{BadIndex, Operand, debug_check_reach, locate, span};
 use crate::index::{GatherIndex, Raise, Resolve};
 use crate::plan::{AxisTerm, Loop};
@@ -62,8 +62,8 @@ unsafe impl<A: Send + Sync, I: Sync> Sync for ScatterTask<'_, A, I> {}
 
 impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
     /// A scatter over `loops` (from [`Plan::loops`](crate::plan::Plan::loops) with the
-    /// updates' strides, never empty) and `axes` of the plan made from `dst` (as the input)
-    /// and `indices`.
+    /// updates' strides, or as for [`Task::new`](super::Task::new)) and `axes` of the plan
+    /// made from `dst` (as the input) and `indices`.
     ///
     /// # Safety
     /// The plan was made from these very operands (`Plan::build` with the shapes and
@@ -206,6 +206,82 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         }
         schedule::run_jobs(parts, false, part).finish()
     }
+}
+
+/// Scatters of at most this many positions run [`scatter_tiny`]: the tiny gathers' bound
+/// ([`TINY`](super::walk::TINY)), lower under Miri, so that its small tests still reach
+/// the large scatter's paths.
+pub(crate) const SCATTER_TINY: usize = if cfg!(miri) { 16 } else { super::walk::TINY };
+
+/// A scatter of at most [`SCATTER_TINY`] positions (the caller checks): one pass checks every
+/// index, a second one combines the updates in row-major order, without the spans, parts
+/// and visitors a large scatter sets up, which a tiny one does not repay (S4's 8 updates:
+/// ~2400 -> ~1550 instructions per call, with the plan's own loops).
+///
+/// # Safety
+/// [`ScatterTask::new`]'s contract.
+pub(crate) unsafe fn scatter_tiny<A: Clone, I: GatherIndex, R: Reducer<A>>(
+    loops: &[Loop],
+    axes: &[AxisTerm],
+    dst: Operand<'_, A>,
+    updates: *const A,
+    indices: Operand<'_, I>,
+    reducer: R,
+) -> Result<(), BadIndex> {
+    debug_check_reach(loops, axes, dst.extent(), indices.extent());
+    let ops = (dst.ptr.cast_mut(), updates, indices.ptr);
+    // One axis term by value, the common case (`scatter`, `scatter_elements`).
+    // SAFETY: (both arms) forwarded, with the call's own axis terms.
+    unsafe {
+        match axes {
+            [a] => tiny(loops, &[*a], ops, reducer),
+            _ => tiny(loops, axes, ops, reducer),
+        }
+    }
+}
+
+/// [`scatter_tiny`]'s passes (inlined into each of its arms, so that one axis term given
+/// by value is a constant loop).
+///
+/// # Safety
+/// [`ScatterTask::new`]'s contract for `loops`, `axes` and the operands `(dst, updates,
+/// indices)`.
+#[inline(always)]
+unsafe fn tiny<A: Clone, I: GatherIndex, R: Reducer<A>>(
+    loops: &[Loop],
+    axes: &[AxisTerm],
+    (dst, updates, indices): (*mut A, *const A, *const I),
+    reducer: R,
+) -> Result<(), BadIndex> {
+    let (lane, outer) = split_innermost(loops);
+    // The destination offset of position `i` of the lane at `at`, and whether its index
+    // was good (a bad one resolves to 0).
+    let locate_at = |at: At, i: isize| {
+        let p = at.step(&lane, i);
+        // SAFETY: position `i` of the lane exists; its coordinate is an element of the
+        // indices (`ScatterTask::new`'s contract).
+        let (g, ok) = unsafe { locate::<I, Raise>(indices, axes, p.idx) };
+        (p.inp + g, p.out, ok)
+    };
+    let mut good = true;
+    each_lane(outer, |at| {
+        for i in 0..lane.len as isize {
+            good &= locate_at(at, i).2;
+        }
+        Ok(())
+    })?;
+    if !good {
+        return Err(BadIndex);
+    }
+    each_lane(outer, |at| {
+        for i in 0..lane.len as isize {
+            let (d, u, _) = locate_at(at, i);
+            // SAFETY: `d` is a destination element (every index was good), `u` an update;
+            // the destination is ours alone and the updates do not alias it.
+            unsafe { reducer.reduce(&mut *dst.offset(d), &*updates.offset(u)) };
+        }
+        Ok(())
+    })
 }
 
 /// The destination (or its copy) as the parts share it.
