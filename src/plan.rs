@@ -37,7 +37,8 @@ pub(crate) struct Plan {
     pub op: &'static str,
     pub out_shape: Small<usize>,
     pub out_len: usize,
-    /// One per output dimension; `out` strides are filled in by [`Plan::loops`].
+    /// One per output dimension; their `out` strides are zero until
+    /// [`Plan::set_out_strides`] fills them in ([`Plan::loops`] takes its own).
     pub dims: Small<Loop>,
     pub axes: Small<AxisTerm>,
 }

@@ -213,7 +213,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
 /// the large scatter's paths.
 pub(crate) const SCATTER_TINY: usize = if cfg!(miri) { 16 } else { super::walk::TINY };
 
-/// A scatter of at most [`SCATTER_TINY`] positions (the caller checks): one pass checks every
+/// A scatter of few positions (at most [`SCATTER_TINY`] where the caller chooses it; any
+/// number is correct, only slower than [`ScatterTask`] for many): one pass checks every
 /// index, a second one combines the updates in row-major order, without the spans, parts
 /// and visitors a large scatter sets up, which a tiny one does not repay (S4's 8 updates:
 /// ~2400 -> ~1550 instructions per call, with the plan's own loops).
