@@ -261,6 +261,12 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
         }
     }
 
+    /// Whether the caller's indices are in standard layout, so that the plan's index
+    /// offsets are row-major positions: where [`Call::resolve_all`] puts each value.
+    pub fn indices_in_standard_layout(&self) -> bool {
+        self.indices.is_standard_layout()
+    }
+
     /// Every index value resolved, in row-major order, each converted by `convert`; or the
     /// error for the first out-of-range one. Empty when the plan has no axes.
     pub fn resolve_all<P: Copy + Send>(
@@ -334,7 +340,7 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
                 return Err(GatherError::IndexOutOfBounds {
                     op: self.op,
                     index: v.to_i128(),
-                    position: unravel(flat, self.indices.shape()),
+                    position: unravel(flat, self.indices.shape()).to_vec(),
                     axis: term.axis,
                     axis_len: term.len,
                 });
@@ -528,20 +534,27 @@ pub(crate) unsafe fn fresh<A>(
         return Err(internal(op, "the output's length is not its shape's"));
     }
     // C-order strides, given rather than derived by ndarray (~260 -> ~140 instructions of
-    // W7's allocating call); all zero for an empty array, as ndarray makes them.
+    // W7's allocating call).
+    let strides = default_strides(shape);
+    // SAFETY: `buf` holds exactly the `len` elements of `shape` (of at most isize::MAX
+    // bytes), laid out in C order from the first by these strides (ndarray's own
+    // `from_shape_vec` without the general checks: ~140 of a tiny allocating gather's
+    // ~3200 instructions).
+    Ok(unsafe { ArrayD::from_shape_vec_unchecked(IxDyn(shape).strides(strides), buf) })
+}
+
+/// ndarray's C-order strides for an array of `shape`: all zero for an empty array, as
+/// ndarray makes them.
+pub(crate) fn default_strides(shape: &[usize]) -> IxDyn {
     let mut strides = IxDyn::zeros(shape.len());
-    if len > 0 {
+    if shape.iter().all(|&n| n > 0) {
         let mut acc = 1;
         for (s, &n) in strides.slice_mut().iter_mut().zip(shape).rev() {
             *s = acc;
             acc *= n;
         }
     }
-    // SAFETY: `buf` holds exactly the `len` elements of `shape` (of at most isize::MAX
-    // bytes), laid out in C order from the first by these strides (ndarray's own
-    // `from_shape_vec` without the general checks: ~140 of a tiny allocating gather's
-    // ~3200 instructions).
-    Ok(unsafe { ArrayD::from_shape_vec_unchecked(IxDyn(shape).strides(strides), buf) })
+    strides
 }
 
 /// Asks Linux to back a large fresh output with transparent huge pages, as NumPy does for

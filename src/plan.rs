@@ -379,8 +379,8 @@ pub(crate) fn checked_len(shape: &[usize], elem_size: usize) -> Option<usize> {
 }
 
 /// The row-major multi-index of flat position `flat` in `shape`.
-pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Vec<usize> {
-    let mut pos = vec![0; shape.len()];
+pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Small<usize> {
+    let mut pos: Small<usize> = shape.iter().map(|_| 0).collect();
     for (p, &n) in pos.iter_mut().zip(shape).rev() {
         if n > 0 {
             *p = flat % n;
@@ -491,7 +491,7 @@ mod tests {
 
     #[test]
     fn unravel_row_major() {
-        assert_eq!(unravel(5, &[2, 3]), vec![1, 2]);
-        assert_eq!(unravel(0, &[]), Vec::<usize>::new());
+        assert_eq!(&*unravel(5, &[2, 3]), &[1, 2]);
+        assert!(unravel(0, &[]).is_empty());
     }
 }

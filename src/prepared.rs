@@ -3,20 +3,21 @@
 //!
 //! A plan is built by lowering the gather over a stand-in input of the plan's shape (a view
 //! of zero-sized elements, so it costs nothing), which yields exactly the method's checks
-//! and errors. The indices are then resolved to positions, stored in the narrowest type
-//! that holds them, with the dimensions along which they repeat kept once. `apply` lowers
-//! the real input the same way, with the positions as indices.
+//! and errors. The indices are then resolved: for a tiny output, into the input offset of
+//! each output element; else into positions, stored in the narrowest type that holds them,
+//! with the dimensions along which they repeat kept once. `apply` lowers the real input
+//! the same way, with the positions as indices.
 
 use ndarray::{ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, ShapeBuilder, Slice};
 
 use crate::axis::{AxisArg, TakeAxis};
-use crate::core::{Call, c_strides, fresh};
+use crate::core::{Call, c_strides, default_strides, fresh};
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode, Raise};
 use crate::kernel::walk::{self, each_lane, split_innermost};
 use crate::kernel::{BadIndex, Operand, Store, Task};
 use crate::lower::{self, Lowering};
-use crate::plan::{AxisTerm, Loop, Plan, checked_len};
+use crate::plan::{AxisTerm, Loop, Plan, checked_len, unravel};
 use crate::small::Small;
 
 /// A gather whose indices were checked and resolved once, for inputs of one shape: the
@@ -39,10 +40,10 @@ use crate::small::Small;
 /// materialized, the same indices for every batch), that dimension is stored once and
 /// read with a zero stride. Where a single gathered axis's positions run up by one in
 /// aligned groups of 8 or more (a range, shuffled patches), inputs in standard layout
-/// are copied a run at a time, as blocks. A plan of at most 64 output elements also keeps
-/// the input offset of each output element (`u32`, at most 256 bytes), so that a small
-/// lookup from a standard-layout input into a new or standard-layout output is one plain
-/// loop. A plan has no lifetime and no type parameter: it is
+/// are copied a run at a time, as blocks. A plan of at most 64 output elements (with
+/// indices in standard layout) keeps instead the input offset of each output element
+/// (`u32`, at most 256 bytes), so that a small lookup is one plain loop, and building it
+/// costs about one gather call. A plan has no lifetime and no type parameter: it is
 /// `Clone + Debug + Send + Sync`, and one plan can serve many threads.
 ///
 /// A plan is also how to gather into an existing output with any of the wrappers:
@@ -68,24 +69,26 @@ use crate::small::Small;
 /// ```
 #[derive(Debug, Clone)]
 pub struct GatherPlan {
-    lowering: Lowering,
-    input_shape: Vec<usize>,
-    output_shape: Vec<usize>,
-    /// The caller's indices shape, to which the stored positions broadcast.
-    indices_shape: Vec<usize>,
-    positions: Positions,
-    /// The gather lowered for inputs in standard layout (any input of that shape whose
-    /// memory is C-contiguous) into C-order outputs: loops ready for the kernel.
-    standard: Standard,
-    /// For a tiny output (at most [`TINY`] elements): a small lookup in a hot loop as a
-    /// plain loop.
-    tiny: Option<Tiny>,
+    input_shape: Small<usize>,
+    output_shape: Small<usize>,
+    how: How,
 }
 
-/// A tiny plan's gather from a standard-layout input into a standard-layout output.
+/// How a plan gathers.
+#[derive(Debug, Clone)]
+enum How {
+    /// A tiny output (at most [`TINY`] elements): a small lookup in a hot loop as a plain
+    /// loop over input offsets, for inputs and outputs of any layout.
+    Tiny(Tiny),
+    /// Any other: the positions, and the gather lowered for standard-layout inputs (boxed:
+    /// a plan moves as a few words more than its shapes).
+    Lowered(Box<Lowered>),
+}
+
+/// A tiny plan's gather.
 #[derive(Debug, Clone)]
 struct Tiny {
-    /// The input offset of each output element.
+    /// The input offset of each output element (row-major), in a standard-layout input.
     offsets: Box<[u32]>,
     /// The output shape and its C-order strides, as ndarray's allocating constructors take
     /// them (building them from `output_shape` was ~200 of `apply`'s ~800 instructions).
@@ -93,8 +96,20 @@ struct Tiny {
     strides: IxDyn,
 }
 
-/// The largest output, in elements, whose input offsets a plan keeps
-/// ([`GatherPlan::tiny`]: at most 256 bytes).
+/// A plan's gather through the core, with the resolved positions as indices.
+#[derive(Debug, Clone)]
+struct Lowered {
+    lowering: Lowering,
+    /// The caller's indices shape, to which the stored positions broadcast.
+    indices_shape: Vec<usize>,
+    positions: Positions,
+    /// The gather lowered for inputs in standard layout (any input of that shape whose
+    /// memory is C-contiguous) into C-order outputs: loops ready for the kernel.
+    standard: Standard,
+}
+
+/// The largest output, in elements, whose input offsets a plan keeps ([`How::Tiny`]: at
+/// most 256 bytes).
 const TINY: usize = 64;
 
 /// The lowered loops and axis terms of a plan's gather for a standard-layout input.
@@ -437,29 +452,26 @@ impl GatherPlan {
     ) -> Result<ArrayD<A>, GatherError> {
         const OP: &str = "GatherPlan::apply";
         self.check_input(OP, input)?;
-        if let (Some(tiny), Some(src)) = (&self.tiny, standard_slice(input)) {
-            let values: Vec<A> = tiny.offsets.iter().map(|&o| src[o as usize].clone()).collect();
-            let shape = tiny.dim.clone().strides(tiny.strides.clone());
-            // SAFETY: there is one offset per element of `dim` (checked in `new`), so
-            // `values` is a C-order array of that shape, with ndarray's own strides for it.
-            return Ok(unsafe { ArrayD::from_shape_vec_unchecked(shape, values) });
-        }
+        let lowered = match &self.how {
+            How::Tiny(tiny) => return tiny.apply(OP, input),
+            How::Lowered(lowered) => lowered,
+        };
         if input.is_standard_layout() {
             let len =
                 checked_len(&self.output_shape, size_of::<A>()).ok_or_else(|| GatherError::SizeOverflow {
                     op: OP,
-                    shape: self.output_shape.clone(),
+                    shape: self.output_shape.to_vec(),
                 })?;
             // SAFETY: `fresh` passes C-contiguous uninitialized storage for the output's
             // `len` elements; the kernel initializes each of them when it returns Ok.
             return unsafe {
                 fresh(OP, len, &self.output_shape, |out| {
-                    self.run_standard(OP, input, out, Store::Init)
+                    lowered.run_standard(OP, input, out, Store::Init)
                 })
             };
         }
         let input = input.view().into_dyn();
-        with_positions!(&self.positions, p => self.call(OP, input, p, |call| call.alloc()))
+        with_positions!(&lowered.positions, p => lowered.call(OP, input, p, |call| call.alloc()))
     }
 
     /// Gathers from `input` into `out`, which must have exactly the plan's output shape
@@ -495,27 +507,197 @@ impl GatherPlan {
         if !same(out.shape(), &self.output_shape) {
             return Err(GatherError::OutputShape {
                 op: OP,
-                expected: self.output_shape.clone(),
+                expected: self.output_shape.to_vec(),
                 found: out.shape().to_vec(),
             });
         }
-        if let (Some(tiny), Some(src)) = (&self.tiny, standard_slice(input))
-            && let Some(dst) = standard_slice_mut(out)
-        {
-            for (d, &o) in dst.iter_mut().zip(&tiny.offsets) {
-                d.clone_from(&src[o as usize]);
-            }
-            return Ok(());
-        }
+        let lowered = match &self.how {
+            How::Tiny(tiny) => return tiny.apply_into(OP, input, out),
+            How::Lowered(lowered) => lowered,
+        };
         if input.is_standard_layout() && out.is_standard_layout() {
             // SAFETY: `out` has the output shape in C order, as the loops were made for,
             // and is an exclusive borrow, so it aliases nothing.
-            return unsafe { self.run_standard(OP, input, out.as_mut_ptr(), Store::Assign) };
+            return unsafe { lowered.run_standard(OP, input, out.as_mut_ptr(), Store::Assign) };
         }
         let (input, out) = (input.view().into_dyn(), out.view_mut().into_dyn());
-        with_positions!(&self.positions, p => self.call(OP, input, p, |call| call.gather_into(out)))
+        with_positions!(&lowered.positions, p => lowered.call(OP, input, p, |call| call.gather_into(out)))
     }
 
+    /// Lowers the gather over a stand-in input of the shape, checks and resolves the
+    /// indices: into input offsets for a tiny output, else into positions, with which the
+    /// gather is lowered once more for standard-layout inputs.
+    fn new<I: GatherIndex, E: Dimension>(
+        op: &'static str,
+        lowering: Lowering,
+        input_shape: &[usize],
+        indices: &ArrayRef<I, E>,
+        mode: IndexMode,
+    ) -> Result<GatherPlan, GatherError> {
+        let overflow = || GatherError::SizeOverflow {
+            op,
+            shape: input_shape.to_vec(),
+        };
+        let len = checked_len(input_shape, 1).ok_or_else(overflow)?;
+        // Zero-sized elements: a stand-in of any shape without memory, in C order.
+        let units = vec![(); len];
+        let stand_in = ArrayViewD::from_shape(IxDyn(input_shape), &units[..]).map_err(|_| overflow())?;
+        let views = (stand_in.view(), indices.view().into_dyn());
+        let (output_shape, found) = lower::with_call(op, &lowering, views, mode, |call| {
+            let mut plan = call.empty_plan();
+            call.plan(&mut plan, 1)?;
+            let output_shape = call.final_shape(&plan.out_shape);
+            if let Some(tiny) = Tiny::of(call, &mut plan, &output_shape)? {
+                return Ok((output_shape, Found::Tiny(tiny)));
+            }
+            let longest = plan.axes.iter().map(|t| t.len).max().unwrap_or(0);
+            let shape = indices.shape();
+            let positions = if longest <= 1 << 16 {
+                Positions::U16(resolved(op, call, &plan, shape)?)
+            } else if longest <= 1 << 32 {
+                Positions::U32(resolved(op, call, &plan, shape)?)
+            } else {
+                Positions::Wide(resolved(op, call, &plan, shape)?)
+            };
+            Ok((output_shape, Found::Positions(positions)))
+        })?;
+        let how = match found {
+            Found::Tiny(tiny) => How::Tiny(tiny),
+            Found::Positions(positions) => {
+                let indices_shape = indices.shape().to_vec();
+                // The same gather over the stand-in, with the positions as indices.
+                let standard = with_positions!(&positions, p => {
+                    let standard = lower_positions(op, (&lowering, &indices_shape), stand_in, p, standard)?;
+                    fold_runs(standard, p)
+                });
+                How::Lowered(Box::new(Lowered {
+                    lowering,
+                    indices_shape,
+                    positions,
+                    standard,
+                }))
+            }
+        };
+        Ok(GatherPlan {
+            input_shape: Small::from(input_shape),
+            output_shape,
+            how,
+        })
+    }
+
+    /// Whether `input` has the plan's shape.
+    fn check_input<A, D: Dimension>(
+        &self,
+        op: &'static str,
+        input: &ArrayRef<A, D>,
+    ) -> Result<(), GatherError> {
+        if same(input.shape(), &self.input_shape) {
+            Ok(())
+        } else {
+            Err(GatherError::InputShape {
+                op,
+                expected: self.input_shape.to_vec(),
+                found: input.shape().to_vec(),
+            })
+        }
+    }
+}
+
+/// What a plan's first lowering found.
+enum Found {
+    Tiny(Tiny),
+    Positions(Positions),
+}
+
+impl Tiny {
+    /// The tiny gather of `call` (over a C-order stand-in input), planned in `plan`, with
+    /// the caller's output `shape`: for an
+    /// output of at most [`TINY`] elements, indices in standard layout (so that the plan's
+    /// index offsets are row-major positions) and input offsets below 2<sup>32</sup>.
+    /// Checks the indices as the method does.
+    fn of<I: GatherIndex>(
+        call: &Call<'_, ndarray::ViewRepr<&()>, I>,
+        plan: &mut Plan,
+        shape: &[usize],
+    ) -> Result<Option<Tiny>, GatherError> {
+        if plan.out_len > TINY || !call.indices_in_standard_layout() {
+            return Ok(None);
+        }
+        // An empty output never reads its indices, so never fails on them.
+        let positions = if plan.out_len > 0 {
+            call.resolve_all(plan, |i| i)?
+        } else {
+            Vec::new()
+        };
+        plan.set_out_strides(c_strides(&plan.out_shape).iter().copied());
+        let Some(offsets) = input_offsets(&plan.dims, &plan.axes, &positions) else {
+            return Ok(None);
+        };
+        Ok(Some(Tiny {
+            offsets,
+            dim: IxDyn(shape),
+            strides: default_strides(shape),
+        }))
+    }
+
+    /// [`GatherPlan::apply`] (`op`) for an input of the plan's shape.
+    fn apply<A: Clone, D: Dimension>(
+        &self,
+        op: &'static str,
+        input: &ArrayRef<A, D>,
+    ) -> Result<ArrayD<A>, GatherError> {
+        let values: Vec<A> = match standard_slice(input) {
+            Some(src) => self.offsets.iter().map(|&o| src[o as usize].clone()).collect(),
+            None => {
+                let input = input.view().into_dyn();
+                let get = |o: u32| input.get(&*unravel(o as usize, input.shape())).cloned();
+                self.offsets
+                    .iter()
+                    .map(|&o| get(o))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| internal(op, "a tiny plan's offset is outside the input"))?
+            }
+        };
+        let shape = self.dim.clone().strides(self.strides.clone());
+        // SAFETY: there is one offset per element of `dim` (checked in `Tiny::of`), so
+        // `values` is a C-order array of that shape, with ndarray's own strides for it.
+        Ok(unsafe { ArrayD::from_shape_vec_unchecked(shape, values) })
+    }
+
+    /// [`GatherPlan::apply_into`] (`op`) for an input and an output of the plan's shapes.
+    fn apply_into<A: Clone, D: Dimension, D2: Dimension>(
+        &self,
+        op: &'static str,
+        input: &ArrayRef<A, D>,
+        out: &mut ArrayRef<A, D2>,
+    ) -> Result<(), GatherError> {
+        if let Some(src) = standard_slice(input) {
+            if let Some(dst) = standard_slice_mut(out) {
+                for (d, &o) in dst.iter_mut().zip(&self.offsets) {
+                    d.clone_from(&src[o as usize]);
+                }
+            } else {
+                for (d, &o) in out.iter_mut().zip(&self.offsets) {
+                    d.clone_from(&src[o as usize]);
+                }
+            }
+            return Ok(());
+        }
+        // Every offset is checked before the first write.
+        let input = input.view().into_dyn();
+        let mut found: Small<&A> = Small::new();
+        for &o in self.offsets.iter() {
+            let v = input.get(&*unravel(o as usize, input.shape()));
+            found.push(v.ok_or_else(|| internal(op, "a tiny plan's offset is outside the input"))?);
+        }
+        for (d, v) in out.iter_mut().zip(found.iter()) {
+            d.clone_from(v);
+        }
+        Ok(())
+    }
+}
+
+impl Lowered {
     /// Runs the gather for a standard-layout `input` of the plan's shape into `out`.
     ///
     /// # Safety
@@ -542,83 +724,8 @@ impl GatherPlan {
         ran.map_err(|BadIndex| internal(op, "a resolved position was out of range"))
     }
 
-    /// Lowers the gather over a stand-in input of the shape, checks and resolves the
-    /// indices.
-    fn new<I: GatherIndex, E: Dimension>(
-        op: &'static str,
-        lowering: Lowering,
-        input_shape: &[usize],
-        indices: &ArrayRef<I, E>,
-        mode: IndexMode,
-    ) -> Result<GatherPlan, GatherError> {
-        let overflow = || GatherError::SizeOverflow {
-            op,
-            shape: input_shape.to_vec(),
-        };
-        let len = checked_len(input_shape, 1).ok_or_else(overflow)?;
-        // Zero-sized elements: a stand-in of any shape without memory, in C order.
-        let units = vec![(); len];
-        let stand_in = ArrayViewD::from_shape(IxDyn(input_shape), &units[..]).map_err(|_| overflow())?;
-        let indices = indices.view().into_dyn();
-        let views = (stand_in.view(), indices.view());
-        let (output_shape, positions) = lower::with_call(op, &lowering, views, mode, |call| {
-            let mut plan = call.empty_plan();
-            call.plan(&mut plan, 1)?;
-            let longest = plan.axes.iter().map(|t| t.len).max().unwrap_or(0);
-            let shape = indices.shape();
-            let positions = if longest <= 1 << 16 {
-                Positions::U16(resolved(op, call, &plan, shape)?)
-            } else if longest <= 1 << 32 {
-                Positions::U32(resolved(op, call, &plan, shape)?)
-            } else {
-                Positions::Wide(resolved(op, call, &plan, shape)?)
-            };
-            Ok((call.final_shape(&plan.out_shape).to_vec(), positions))
-        })?;
-        let indices_shape = indices.shape().to_vec();
-        // The same gather over the stand-in, with the positions as indices.
-        let standard = with_positions!(&positions, p => {
-            let standard = lower_positions(op, (&lowering, &indices_shape), stand_in, p, standard)?;
-            fold_runs(standard, p)
-        });
-        let dim = IxDyn(&output_shape);
-        let tiny = with_positions!(&positions, p => tiny_offsets(&standard, p))
-            .filter(|offsets| offsets.len() == dim.size())
-            .map(|offsets| Tiny {
-                offsets,
-                strides: dim.default_strides(),
-                dim,
-            });
-        Ok(GatherPlan {
-            output_shape,
-            lowering,
-            input_shape: input_shape.to_vec(),
-            indices_shape,
-            positions,
-            standard,
-            tiny,
-        })
-    }
-
-    /// Whether `input` has the plan's shape.
-    fn check_input<A, D: Dimension>(
-        &self,
-        op: &'static str,
-        input: &ArrayRef<A, D>,
-    ) -> Result<(), GatherError> {
-        if same(input.shape(), &self.input_shape) {
-            Ok(())
-        } else {
-            Err(GatherError::InputShape {
-                op,
-                expected: self.input_shape.clone(),
-                found: input.shape().to_vec(),
-            })
-        }
-    }
-
-    /// Lowers the plan's gather of `input` with the resolved `positions` as indices and
-    /// runs `run` on the call.
+    /// Lowers the plan's gather of `input` with the resolved `positions` (the plan's own)
+    /// as indices and runs `run` on the call.
     fn call<A: Clone, P: Position, T>(
         &self,
         op: &'static str,
@@ -772,28 +879,35 @@ fn standard_slice_mut<A, D: Dimension>(a: &mut ArrayRef<A, D>) -> Option<&mut [A
     Some(unsafe { std::slice::from_raw_parts_mut(a.as_mut_ptr(), len) })
 }
 
-/// The input offset of each output element of a tiny gather (at most [`TINY`] output
-/// elements, offsets below 2<sup>32</sup>), both in standard layout: the element loop of
-/// the kernel over `standard`'s loops, run once on offsets instead of elements.
-fn tiny_offsets<P: Position>(standard: &Standard, positions: &ArrayD<P>) -> Option<Box<[u32]>> {
-    let Standard { loops, axes } = standard;
+/// The input offset of each output element of a tiny gather (at most [`TINY`] of them,
+/// offsets below 2<sup>32</sup>), for an input in standard layout: the kernel's element
+/// loop over `loops` (row-major over the output, with C-order output strides) and the
+/// axis terms, run once on offsets instead of elements, reading the resolved `positions`
+/// at the loops' index offsets. `None` where an offset does not fit (or, which a plan
+/// never makes, a position is missing or the output strides are not C-order).
+fn input_offsets(loops: &[Loop], axes: &[AxisTerm], positions: &[usize]) -> Option<Box<[u32]>> {
     let (lane, outer) = split_innermost(loops);
     let len = walk::positions(outer, &lane);
     if len > TINY {
         return None;
     }
-    let p = positions.as_slice()?;
-    let mut offsets = vec![0; len];
+    if len == 0 {
+        return Some(Box::default()); // (`each_lane` visits one lane even of empty loops)
+    }
+    // With C-order output strides, row-major positions come in output order.
+    let mut offsets = Vec::with_capacity(len);
     let found = each_lane(outer, |at| {
         for i in 0..lane.len as isize {
             let at = at.step(&lane, i);
             let mut inp = at.inp;
             for a in axes {
                 let o = usize::try_from(at.idx + a.comp).map_err(|_| BadIndex)?;
-                inp += p.get(o).ok_or(BadIndex)?.position() as isize * a.stride;
+                inp += *positions.get(o).ok_or(BadIndex)? as isize * a.stride;
             }
-            let out = usize::try_from(at.out).map_err(|_| BadIndex)?;
-            *offsets.get_mut(out).ok_or(BadIndex)? = u32::try_from(inp).map_err(|_| BadIndex)?;
+            if at.out != offsets.len() as isize {
+                return Err(BadIndex);
+            }
+            offsets.push(u32::try_from(inp).map_err(|_| BadIndex)?);
         }
         Ok(())
     });
@@ -860,13 +974,29 @@ mod tests {
 
     use super::*;
 
+    /// A tiny plan's gather, if it is one.
+    fn tiny(plan: &GatherPlan) -> Option<&Tiny> {
+        match &plan.how {
+            How::Tiny(t) => Some(t),
+            How::Lowered(_) => None,
+        }
+    }
+
+    /// A lowered plan's positions and loops.
+    fn lowered(plan: &GatherPlan) -> &Lowered {
+        match &plan.how {
+            How::Lowered(l) => l,
+            How::Tiny(t) => panic!("a tiny plan: {t:?}"),
+        }
+    }
+
     #[test]
     fn tiny_plans_keep_offsets() {
-        let offsets = |plan: &GatherPlan| plan.tiny.as_ref().map(|t| t.offsets.to_vec());
+        let offsets = |plan: &GatherPlan| tiny(plan).map(|t| t.offsets.to_vec());
         // W7: rows 3 and 1 of a [4, 3] table.
         let plan = GatherPlan::gather(&[4, 3], &array![3_i64, 1], 0).unwrap();
         assert_eq!(offsets(&plan), Some(vec![9, 10, 11, 3, 4, 5]));
-        let t = plan.tiny.as_ref().unwrap();
+        let t = tiny(&plan).unwrap();
         assert_eq!((t.dim.slice(), t.strides.slice()), (&[2, 3][..], &[3, 1][..]));
         // Along the last axis, with negative indices and a repeated row.
         let plan = GatherPlan::take_along_axis(&[2, 5], &array![[-1_i64, 0], [-1, 0]], 1).unwrap();
@@ -880,22 +1010,23 @@ mod tests {
 
     #[test]
     fn positions_are_resolved_and_repeats_stored_once() {
+        // (Outputs of more than 64 elements: a tiny plan keeps input offsets instead.)
         // Every row of the indices is the same: stored once, negatives resolved.
-        let ids = Array2::from_shape_fn((4, 3), |(_, j)| j as i64 - 1);
-        let plan = GatherPlan::take_along_axis(&[4, 5], &ids, 1).unwrap();
-        match &plan.positions {
+        let ids = Array2::from_shape_fn((40, 3), |(_, j)| j as i64 - 1);
+        let plan = GatherPlan::take_along_axis(&[40, 5], &ids, 1).unwrap();
+        match &lowered(&plan).positions {
             Positions::U16(p) => assert_eq!(p, &array![[4_u16, 0, 1]].into_dyn()),
             p => panic!("{p:?}"),
         }
         // Nothing repeats: all twelve kept.
-        let ids = Array2::from_shape_fn((4, 3), |(i, j)| (i + j) as i64);
-        let plan = GatherPlan::take_along_axis(&[4, 6], &ids, 1).unwrap();
-        assert!(matches!(&plan.positions, Positions::U16(p) if p.shape() == [4, 3]));
+        let ids = Array2::from_shape_fn((40, 3), |(i, j)| (i + j) as i64);
+        let plan = GatherPlan::take_along_axis(&[40, 45], &ids, 1).unwrap();
+        assert!(matches!(&lowered(&plan).positions, Positions::U16(p) if p.shape() == [40, 3]));
         // Repeats along the last dimensions, in 3-D: kept once each.
         let shape_of = |f: fn(usize, usize) -> i64| {
             let ids = ndarray::Array3::from_shape_fn((2, 3, 4), |(i, j, _)| f(i, j));
             let plan = GatherPlan::multiaxis(&[8, 1, 1, 5], &ids.insert_axis(Axis(3)), &[0]).unwrap();
-            match &plan.positions {
+            match &lowered(&plan).positions {
                 Positions::U16(p) => (
                     p.shape().to_vec(),
                     p.iter().map(|&v| v as i64).collect::<Vec<_>>(),
@@ -916,8 +1047,9 @@ mod tests {
         // The innermost loop's index stride and length: 0 and the run for a block.
         let lane = |ids: &Array2<i64>| {
             let plan = GatherPlan::take_along_axis(&[6, 48], ids, 1).unwrap();
-            let l = *plan.standard.loops.last().unwrap();
-            (l.idx, l.len, plan.standard.axes[0].len)
+            let standard = &lowered(&plan).standard;
+            let l = *standard.loops.last().unwrap();
+            (l.idx, l.len, standard.axes[0].len)
         };
         let range = Array2::from_shape_fn((6, 40), |(i, j)| (j + i) as i64);
         assert_eq!(lane(&range), (0, 40, 48 - 39));
@@ -936,18 +1068,25 @@ mod tests {
 
     #[test]
     fn positions_beyond_u32_are_wide() {
-        // A stand-in input costs nothing, so a plan for a huge axis is cheap to build.
+        // A stand-in input costs nothing, so a plan for a huge axis is cheap to build. An
+        // input offset beyond u32 makes even a tiny plan keep positions.
         let plan = GatherPlan::gather(&[1 << 33], &array![-1_i64, 5], 0).unwrap();
-        match &plan.positions {
+        match &lowered(&plan).positions {
             Positions::Wide(p) => assert_eq!(p, &array![(1_usize << 33) - 1, 5].into_dyn()),
             p => panic!("{p:?}"),
         }
         let plan = GatherPlan::gather(&[1 << 32], &array![-1_i64], 0).unwrap();
-        assert!(matches!(&plan.positions, Positions::U32(p) if p[[0]] == u32::MAX));
-        let plan = GatherPlan::gather(&[(1 << 16) + 1], &array![-1_i64], 0).unwrap();
-        assert!(matches!(&plan.positions, Positions::U32(p) if p[[0]] == 1 << 16));
-        let plan = GatherPlan::gather(&[1 << 16], &array![-1_i64], 0).unwrap();
-        assert!(matches!(&plan.positions, Positions::U16(p) if p[[0]] == u16::MAX));
+        assert_eq!(tiny(&plan).map(|t| t.offsets.to_vec()), Some(vec![u32::MAX]));
+        // 65 indices (more than a tiny plan's outputs), one value kept.
+        let ids = ndarray::Array1::from_elem(65, -1_i64);
+        let plan = GatherPlan::gather(&[1 << 32], &ids, 0).unwrap();
+        assert!(
+            matches!(&lowered(&plan).positions, Positions::U32(p) if p.shape() == [1] && p[[0]] == u32::MAX)
+        );
+        let plan = GatherPlan::gather(&[(1 << 16) + 1], &ids, 0).unwrap();
+        assert!(matches!(&lowered(&plan).positions, Positions::U32(p) if p[[0]] == 1 << 16));
+        let plan = GatherPlan::gather(&[1 << 16], &ids, 0).unwrap();
+        assert!(matches!(&lowered(&plan).positions, Positions::U16(p) if p[[0]] == u16::MAX));
     }
 
     #[test]
@@ -955,8 +1094,13 @@ mod tests {
         // An empty output never reads its (bad) indices; neither does a plan.
         let plan = GatherPlan::gather(&[0, 2], &Array2::from_elem((0, 3), 5_i64), 1).unwrap();
         assert_eq!(plan.output_shape(), &[0, 0, 3]);
+        assert_eq!(tiny(&plan).map(|t| t.offsets.len()), Some(0));
+        // No gathered axis: a tiny plan's offsets are the input's own; a larger plan
+        // stores zeros.
         let plan = GatherPlan::multiaxis(&[2, 2], &array![[9_i64]], &[]).unwrap();
         assert_eq!(plan.output_shape(), &[2, 2]);
-        assert!(matches!(&plan.positions, Positions::U16(p) if p.iter().all(|&v| v == 0)));
+        assert_eq!(tiny(&plan).map(|t| t.offsets.to_vec()), Some(vec![0, 1, 2, 3]));
+        let plan = GatherPlan::multiaxis(&[9, 9], &array![[9_i64]], &[]).unwrap();
+        assert!(matches!(&lowered(&plan).positions, Positions::U16(p) if p.iter().all(|&v| v == 0)));
     }
 }

@@ -152,19 +152,29 @@ fn construction_fails_exactly_as_the_method() {
 
 #[test]
 fn every_layout_of_every_wrapper() {
-    // One input per layout: the plans of the fixed layout sweep.
+    // One input per layout: the plans of the fixed layout sweep, for tiny outputs (kept as
+    // input offsets) and, with the indices repeated 12 and 40 times, larger ones (positions).
     let x = Held::new(&[3, 4, 2], Layout::C, f32::of);
     let x = x.view();
-    let ids = array![[2_i64, -1, 0], [1, 1, -3]].into_dyn();
-    let ids_nd = array![[1_i64, 3], [-1, 0]].into_dyn();
-    for layout in ALL {
-        let held = Held::new(&[2, 3], layout, |i| ids.as_slice().unwrap()[i]);
-        let v = held.view();
-        agrees(GatherPlan::gather(x.shape(), &v, 0), &x, &x.gather(&v, 0)).unwrap();
-        agrees(GatherPlan::gather(x.shape(), &v, 1), &x, &x.gather(&v, 1)).unwrap();
-        let held = Held::new(&[2, 2], layout, |i| ids_nd.as_slice().unwrap()[i]);
-        let v = held.view();
-        agrees(GatherPlan::gather_nd(x.shape(), &v, 0), &x, &x.gather_nd(&v, 0)).unwrap();
+    let small = array![[2_i64, -1, 0], [1, 1, -3]].into_dyn();
+    let small_nd = array![[1_i64, 3], [-1, 0]].into_dyn();
+    let tiled = |a: &ArrayD<i64>, n: usize| {
+        let (rows, cols) = (a.shape()[0], a.shape()[1]);
+        Array::from_shape_fn((rows * n, cols), |(i, j)| a[[i % rows, j]]).into_dyn()
+    };
+    for (ids, ids_nd) in [
+        (small.clone(), small_nd.clone()),
+        (tiled(&small, 12), tiled(&small_nd, 40)),
+    ] {
+        for layout in ALL {
+            let held = Held::new(ids.shape(), layout, |i| ids.as_slice().unwrap()[i]);
+            let v = held.view();
+            agrees(GatherPlan::gather(x.shape(), &v, 0), &x, &x.gather(&v, 0)).unwrap();
+            agrees(GatherPlan::gather(x.shape(), &v, 1), &x, &x.gather(&v, 1)).unwrap();
+            let held = Held::new(ids_nd.shape(), layout, |i| ids_nd.as_slice().unwrap()[i]);
+            let v = held.view();
+            agrees(GatherPlan::gather_nd(x.shape(), &v, 0), &x, &x.gather_nd(&v, 0)).unwrap();
+        }
     }
 }
 
