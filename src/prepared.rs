@@ -611,10 +611,9 @@ enum Found {
 
 impl Tiny {
     /// The tiny gather of `call` (over a C-order stand-in input), planned in `plan`, with
-    /// the caller's output `shape`: for an
-    /// output of at most [`TINY`] elements, indices in standard layout (so that the plan's
-    /// index offsets are row-major positions) and input offsets below 2<sup>32</sup>.
-    /// Checks the indices as the method does.
+    /// the caller's output `shape`: for an output of at most [`TINY`] elements, indices in
+    /// standard layout (so that the plan's index offsets are row-major positions) and
+    /// input offsets below 2<sup>32</sup>. Checks the indices as the method does.
     fn of<I: GatherIndex>(
         call: &Call<'_, ndarray::ViewRepr<&()>, I>,
         plan: &mut Plan,
@@ -630,7 +629,9 @@ impl Tiny {
             Vec::new()
         };
         plan.set_out_strides(c_strides(&plan.out_shape).iter().copied());
-        let Some(offsets) = input_offsets(&plan.dims, &plan.axes, &positions) else {
+        let Some(offsets) = input_offsets(&plan.dims, &plan.axes, &positions)
+            .filter(|o| o.len() == shape.iter().product::<usize>())
+        else {
             return Ok(None);
         };
         Ok(Some(Tiny {
@@ -650,12 +651,8 @@ impl Tiny {
             Some(src) => self.offsets.iter().map(|&o| src[o as usize].clone()).collect(),
             None => {
                 let input = input.view().into_dyn();
-                let get = |o: u32| input.get(&*unravel(o as usize, input.shape())).cloned();
-                self.offsets
-                    .iter()
-                    .map(|&o| get(o))
-                    .collect::<Option<_>>()
-                    .ok_or_else(|| internal(op, "a tiny plan's offset is outside the input"))?
+                let found = self.offsets.iter().map(|&o| row_major(&input, o).cloned());
+                found.collect::<Option<_>>().ok_or_else(|| outside(op))?
             }
         };
         let shape = self.dim.clone().strides(self.strides.clone());
@@ -683,18 +680,23 @@ impl Tiny {
             }
             return Ok(());
         }
-        // Every offset is checked before the first write.
         let input = input.view().into_dyn();
-        let mut found: Small<&A> = Small::new();
-        for &o in self.offsets.iter() {
-            let v = input.get(&*unravel(o as usize, input.shape()));
-            found.push(v.ok_or_else(|| internal(op, "a tiny plan's offset is outside the input"))?);
-        }
-        for (d, v) in out.iter_mut().zip(found.iter()) {
-            d.clone_from(v);
+        for (d, &o) in out.iter_mut().zip(&self.offsets) {
+            d.clone_from(row_major(&input, o).ok_or_else(|| outside(op))?);
         }
         Ok(())
     }
+}
+
+/// The element at row-major position `o` of `input`, in any layout.
+fn row_major<'a, A>(input: &'a ArrayViewD<'_, A>, o: u32) -> Option<&'a A> {
+    input.get(&*unravel(o as usize, input.shape()))
+}
+
+/// The error for a tiny plan's offset outside an input of its shape: a broken plan, which
+/// [`Tiny::of`] never makes (every offset is an element of a C-order input of that shape).
+fn outside(op: &'static str) -> GatherError {
+    internal(op, "a tiny plan's offset is outside the input")
 }
 
 impl Lowered {
