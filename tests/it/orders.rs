@@ -107,15 +107,19 @@ fn block_lanes_into_fortran_order() {
     if cfg!(miri) {
         return;
     }
-    // Two axes, (x, y) points as W8: blocks of 32 channels.
+    // Two axes, (x, y) points as W8: blocks of 32 channels; the images' short loop moves
+    // inside rows of 64 points and inside chunks of 256 of 768 points.
     let image = Array::from_shape_fn((2, 5, 6, 32), |(n, y, x, c)| {
         (n * 10000 + y * 1000 + x * 100 + c) as i64
-    });
-    let mut points = ids(&[2, 64, 1, 2], 5, 3);
-    points
-        .slice_axis_mut(Axis(3), Slice::from(0..1))
-        .mapv_inplace(|v| v % 6);
-    check(&image.into_dyn(), &points, &[2, 1]);
+    })
+    .into_dyn();
+    for count in [64, 768] {
+        let mut points = ids(&[2, count, 1, 2], 5, 3);
+        points
+            .slice_axis_mut(Axis(3), Slice::from(0..1))
+            .mapv_inplace(|v| v % 6);
+        check(&image, &points, &[2, 1]);
+    }
 }
 
 #[test]
