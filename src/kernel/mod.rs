@@ -73,8 +73,8 @@ const CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 17 };
 /// Staged gathers ([`Stage`]) are handed out in larger ranges: a staged group never spans
 /// two ranges, and a range then holds whole groups (W3 from a transposed input: 16 rows
 /// instead of 5) and fills whole output pages along the lanes it writes across (W1 into
-/// a Fortran-order output: 3.6-3.9 -> 2.6-2.8 ms, W3 from a transposed input 4.9 ->
-/// 3.6-3.7 ms, alternating runs; 4 MiB ranges doubled W8's time into a Fortran-order
+/// a Fortran-order output: 3.6-4.3 -> 2.6 ms, W3 from a transposed input 4.1-5.0 ->
+/// 3.3-3.5 ms, alternating runs; 4 MiB ranges doubled W8's time into a Fortran-order
 /// output).
 const STAGED_CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 20 };
 
