@@ -221,3 +221,25 @@ fn short_blocks_into_an_existing_output() {
         }
     }
 }
+
+/// Fresh outputs of 4 MiB and more are backed by huge pages faulted in before the gather
+/// (natively on Linux; the same code path elsewhere): the result is the reference's, and
+/// a bad index near the end is still the error, whatever the allocation's alignment.
+#[test]
+fn fresh_outputs_above_4_mib_match_the_reference() {
+    let (rows, width) = if cfg!(miri) { (8, 4) } else { (1 << 14, 97) };
+    let table = Array2::from_shape_fn((301, width), |(i, j)| (i * 1000 + j) as f32);
+    // 4 bytes x 97 x 16384 = 6.1 MiB, ending 1.1 MiB into a 2 MiB page.
+    let ids = ndarray::Array1::from_shape_fn(rows, |k| ((k * 7919) % 301) as i64 - 150);
+    let want = reference::gather(&table.view().into_dyn(), &ids.view().into_dyn(), 0, Mode::Raise).unwrap();
+    assert_eq!(table.gather(&ids, 0).unwrap(), want);
+    let plan = GatherPlan::gather(table.shape(), &ids, 0).unwrap();
+    assert_eq!(plan.apply(&table).unwrap(), want);
+    let mut bad = ids.clone();
+    bad[rows - 2] = 301;
+    let e = table.gather(&bad, 0).unwrap_err();
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: 301, ref position, .. } if position == &vec![rows - 2]),
+        "{e:?}"
+    );
+}
