@@ -628,7 +628,7 @@ impl Tiny {
         } else {
             Vec::new()
         };
-        plan.set_out_strides(c_strides(&plan.out_shape).iter().copied());
+        plan.set_c_out_strides();
         let Some(offsets) = input_offsets(&plan.dims, &plan.axes, &positions)
             .filter(|o| o.len() == shape.iter().product::<usize>())
         else {

@@ -258,8 +258,6 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         if total == 0 {
             return Ok(());
         }
-        let idx_bytes = usize::from(!self.axes.is_empty() && self.lane.idx != 0) * size_of::<I>();
-        let bytes = total.saturating_mul(size_of::<A>() + idx_bytes);
         if total <= walk::TINY && self.staged == Stage::No {
             // SAFETY: `Task::new`'s contract.
             return unsafe {
@@ -269,6 +267,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
                 }
             };
         }
+        let idx_bytes = usize::from(!self.axes.is_empty() && self.lane.idx != 0) * size_of::<I>();
+        let bytes = total.saturating_mul(size_of::<A>() + idx_bytes);
         if !schedule::worth_parallel(bytes) {
             // SAFETY: `Task::new`'s contract; one range covers everything.
             return unsafe { self.run_range::<R>(0, total) };
