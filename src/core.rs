@@ -376,7 +376,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
             plan.set_c_out_strides();
             &plan.dims
         } else {
-            merged = plan.loops(&c_strides(&plan.out_shape));
+            merged = plan.c_loops();
             &merged
         };
         // The removed axes have length 1, so the caller's shape has the same row-major
@@ -606,17 +606,6 @@ fn fault_in_huge_pages<A>(buf: &mut Vec<A>) {
 #[cfg(not(all(target_os = "linux", not(miri))))]
 fn fault_in_huge_pages<A>(_: &mut Vec<A>) {}
 
-/// Row-major strides of `shape`, in elements.
-pub(crate) fn c_strides(shape: &[usize]) -> Small<isize> {
-    let mut strides: Small<isize> = shape.iter().map(|_| 0).collect();
-    let mut acc = 1isize;
-    for (s, &n) in strides.iter_mut().zip(shape).rev() {
-        *s = acc;
-        acc = acc.wrapping_mul(n as isize);
-    }
-    strides
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -633,6 +622,5 @@ mod tests {
         // Past six dimensions the arrays spill to the heap, in the same order.
         let many = Dims::with_units(&[2, 3], &[3, 1], &[(1, 5)]);
         assert_eq!(&*many.shape, &[2, 1, 1, 1, 1, 1, 3]);
-        assert_eq!(c_strides(&[2, 3, 4]).to_vec(), vec![12, 4, 1]);
     }
 }

@@ -213,6 +213,13 @@ impl Plan {
         }
     }
 
+    /// [`Plan::loops`] for a C-contiguous output of the plan's shape; leaves the output
+    /// strides in `dims`, as [`Plan::set_c_out_strides`] does.
+    pub fn c_loops(&mut self) -> Small<Loop> {
+        self.set_c_out_strides();
+        merge(self.dims.iter().copied())
+    }
+
     /// The plan's dimensions, outermost first, with the output strides filled in.
     fn dims_with<'s>(&'s self, out_strides: &'s [isize]) -> impl DoubleEndedIterator<Item = Loop> + 's {
         self.dims
@@ -456,6 +463,11 @@ mod tests {
         .unwrap();
         assert_eq!(&*p.out_shape, &[1, 3, 4, 8]);
         let loops = p.loops(&[96, 32, 8, 1]);
+        // A fresh C-order output's loops are the same, made from the plan alone.
+        let mut fresh = p.clone();
+        assert_eq!(fresh.c_loops(), loops);
+        let outs: Vec<isize> = fresh.dims.iter().map(|d| d.out).collect();
+        assert_eq!(outs, [96, 32, 8, 1]);
         assert_eq!(
             &*loops,
             &[

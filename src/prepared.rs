@@ -11,7 +11,7 @@
 use ndarray::{ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, ShapeBuilder, Slice};
 
 use crate::axis::{AxisArg, TakeAxis};
-use crate::core::{Call, c_strides, default_strides, fresh};
+use crate::core::{Call, default_strides, fresh};
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode, Raise};
 use crate::kernel::walk::{self, each_lane, split_innermost};
@@ -759,7 +759,7 @@ fn standard<P: GatherIndex>(call: &Call<'_, ndarray::ViewRepr<&()>, P>) -> Resul
     let mut plan = call.empty_plan();
     call.plan(&mut plan, 1)?;
     Ok(Standard {
-        loops: plan.loops(&c_strides(&plan.out_shape)),
+        loops: plan.c_loops(),
         axes: plan.axes,
     })
 }

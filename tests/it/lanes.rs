@@ -229,7 +229,8 @@ fn short_blocks_into_an_existing_output() {
 fn fresh_outputs_above_4_mib_match_the_reference() {
     let (rows, width) = if cfg!(miri) { (8, 4) } else { (1 << 14, 97) };
     let table = Array2::from_shape_fn((301, width), |(i, j)| (i * 1000 + j) as f32);
-    // 4 bytes x 97 x 16384 = 6.1 MiB, ending 1.1 MiB into a 2 MiB page.
+    // 4 bytes x 97 x 16384 = 6.06 MiB: not whole 2 MiB pages, so part of it is faulted
+    // in by the gather's own writes wherever the allocation starts.
     let ids = ndarray::Array1::from_shape_fn(rows, |k| ((k * 7919) % 301) as i64 - 150);
     let want = reference::gather(&table.view().into_dyn(), &ids.view().into_dyn(), 0, Mode::Raise).unwrap();
     assert_eq!(table.gather(&ids, 0).unwrap(), want);
