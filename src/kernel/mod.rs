@@ -74,8 +74,9 @@ const CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 17 };
 /// two ranges, and a range then holds whole groups (W3 from a transposed input: 16 rows
 /// instead of 5) and fills whole output pages along the lanes it writes across (W1 into
 /// a Fortran-order output: 3.6-4.3 -> 2.6 ms, W3 from a transposed input 4.1-5.0 ->
-/// 3.3-3.5 ms, alternating runs; 4 MiB ranges doubled W8's time into a Fortran-order
-/// output).
+/// 3.3-3.5 ms, alternating runs). 4 MiB ranges doubled W8's time into a Fortran-order
+/// output before its short-row tiles (`plan::tiled`); with them, 4 MiB and 1 MiB are
+/// the same within the noise (W8 6.2-6.5 vs 5.8-7.0 ms, W1 2.6 ms both).
 const STAGED_CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 20 };
 
 /// Block lanes of ranges of at most this many positions are copied one by one, not
