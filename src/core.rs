@@ -15,7 +15,7 @@ use crate::index::{Clip, GatherIndex, IndexMode, Raise, Resolve, Wrap, resolve};
 use crate::kernel::schedule::{self, Ranges};
 use crate::kernel::walk::TINY;
 use crate::kernel::{BadIndex, Operand, SCATTER_TINY, ScatterTask, Store, Task, scatter_tiny};
-use crate::plan::{Layout, Loop, Plan, checked_len, unravel};
+use crate::plan::{AxisTerm, Layout, Loop, Plan, checked_len, unravel};
 use crate::reduce::Reducer;
 use crate::small::Small;
 
@@ -376,7 +376,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
             plan.set_c_out_strides();
             &plan.dims
         } else {
-            merged = plan.c_loops();
+            merged = fresh_loops::<A>(plan.c_loops(), &plan.axes);
             &merged
         };
         // The removed axes have length 1, so the caller's shape has the same row-major
@@ -509,6 +509,18 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
             }
         };
         done.map_err(|BadIndex| self.index_error(&plan))
+    }
+}
+
+/// The loops for a gather of `A`s into fresh C-contiguous storage, from its row-major
+/// `loops`: in [`strips`](crate::plan::strips) when `A` has no drop glue (the kernel may
+/// then fill fresh storage in any order: only elements with drop glue are counted as
+/// written, in row-major order, to be dropped again after a failure).
+pub(crate) fn fresh_loops<A>(loops: Small<Loop>, axes: &[AxisTerm]) -> Small<Loop> {
+    if std::mem::needs_drop::<A>() {
+        loops
+    } else {
+        crate::plan::strips(loops, axes)
     }
 }
 

@@ -244,8 +244,9 @@ impl Plan {
         let lane = |loops: &Small<Loop>| loops.last().map_or(0, unit);
         let c = merge(self.dims_with(out_strides));
         if lane(&c) == 3 {
-            // Unit strides all round: nothing to gain from another order or tiles.
-            return c;
+            // Unit strides all round: nothing to gain from another order or tiles, but
+            // perhaps from strips.
+            return strips(c, &self.axes);
         }
         let f = merge(self.dims_with(out_strides).rev());
         tiled(if lane(&f) > lane(&c) { f } else { c })
@@ -314,6 +315,64 @@ fn tiled(loops: Small<Loop>) -> Small<Loop> {
     ];
     // (The lane keeps its `tl > 1` positions: it strides, so it was a loop of its own.)
     others.chain(tile.into_iter().filter(|l| l.len > 1)).collect()
+}
+
+/// The most elements a slab holds ([`slab`]): 1 MiB of `f32`, within L2 (W4 staged in
+/// strips of 128 columns, 1 MiB, took 0.85x the time of strips of 64 or 256).
+pub(crate) const SLAB: usize = if cfg!(miri) { 64 } else { 1 << 18 };
+
+/// Whether the positions that `lane` and the one gathered axis `a` can reach form a
+/// *slab* worth copying into a buffer ([`SLAB`] elements at most) before the `row` of
+/// lanes around it gathers from it: the row does not move through the input (every lane
+/// of it reads the same slab: GatherElements and take_along_axis along an axis other
+/// than the last), it has at least half as many lanes as the axis has positions (each
+/// copied element is read twice on average), the lane reads at most every other element
+/// of the input's span of the axis (else the slab is that span, already in cache or
+/// streaming), and that span is larger than a slab (smaller, it stays in cache).
+#[inline]
+pub(crate) fn slab(row: &Loop, lane: &Loop, a: &AxisTerm) -> bool {
+    // (The element lane first: a tiny block gather, W7, fails there.)
+    let width = lane.len.saturating_mul(lane.inp.unsigned_abs());
+    lane.idx != 0
+        && lane.inp != 0
+        && row.inp == 0
+        && row.len.saturating_mul(2) >= a.len
+        && a.len.saturating_mul(lane.len) <= SLAB
+        && a.stride.unsigned_abs() >= width.saturating_mul(2)
+        && a.len.saturating_mul(a.stride.unsigned_abs()) > SLAB
+}
+
+/// Row-major `loops` (outermost first, never empty) of a one-axis element gather whose
+/// lane is too long for a [`slab`], strip-mined: the lane in strips of the most
+/// positions a slab holds (a divisor of its length, at least 16), the strips outside
+/// the row, so that the kernel copies each strip's slab once and gathers the row's lanes
+/// from it (W4: each element read from another row of 16 MiB, in another 4 KiB page, as
+/// a lookup in 1 MiB of contiguous copies instead). Unchanged otherwise.
+///
+/// The strips visit positions out of memory order: only for outputs the kernel may fill
+/// in any order (an existing output, or fresh storage of elements without drop glue).
+pub(crate) fn strips(loops: Small<Loop>, axes: &[AxisTerm]) -> Small<Loop> {
+    let ([a], [.., row, lane]) = (axes, &loops[..]) else {
+        return loops;
+    };
+    let most = SLAB / a.len.max(1);
+    if lane.len <= most {
+        return loops;
+    }
+    let Some(g) = (16..=most).rev().find(|g| lane.len % g == 0) else {
+        return loops;
+    };
+    let strip = Loop { len: g, ..*lane };
+    if !slab(row, &strip, a) {
+        return loops;
+    }
+    let n = loops.len();
+    let (row, lane) = (*row, *lane);
+    loops[..n - 2]
+        .iter()
+        .copied()
+        .chain([chunks(lane, g), row, strip])
+        .collect()
 }
 
 /// `l` in steps of `t` positions (`t` divides its length).
@@ -537,6 +596,35 @@ mod tests {
         // three operands).
         let p = Plan::new("t", lay(&[4, 6], &[1, 4]), lay(&[4, 6], &[1, 4]), &[1], 4).unwrap();
         assert_eq!(&*p.loops_any_order(&[1, 4]), &[lp(6, 4, 0, 4), lp(4, 1, 1, 1)]);
+    }
+
+    #[test]
+    fn long_lanes_along_a_far_axis_run_in_strips() {
+        let lp = |len, out, inp, idx| Loop { len, out, inp, idx };
+        let w4 = |rows: usize| {
+            let c = [2048, 1];
+            Plan::new("t", lay(&[2048, 2048], &c), lay(&[rows, 2048], &c), &[0], 4).unwrap()
+        };
+        // W4: strips of 128 columns (a slab of 2048 x 128 elements), outside the rows.
+        let mut p = w4(2048);
+        let want = [lp(16, 128, 128, 128), lp(2048, 2048, 0, 2048), lp(128, 1, 1, 1)];
+        assert_eq!(&*p.loops_any_order(&[2048, 1]), &want);
+        assert_eq!(&*strips(p.c_loops(), &p.axes), &want);
+        // Too few rows to re-read a slab, or gathering along the last axis: row-major.
+        for mut p in [
+            w4(1000),
+            Plan::new(
+                "t",
+                lay(&[2048, 2048], &[2048, 1]),
+                lay(&[2048, 2048], &[2048, 1]),
+                &[1],
+                4,
+            )
+            .unwrap(),
+        ] {
+            assert_eq!(p.loops_any_order(&[2048, 1]), p.loops(&[2048, 1]));
+            assert_eq!(strips(p.c_loops(), &p.axes), p.loops(&[2048, 1]));
+        }
     }
 
     #[test]

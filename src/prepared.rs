@@ -713,6 +713,7 @@ impl Lowered {
         store: Store,
     ) -> Result<(), GatherError> {
         let Standard { loops, axes } = &self.standard;
+        let loops = &crate::core::fresh_loops::<A>(loops.clone(), axes);
         let input = Operand::of(input);
         // SAFETY: the loops and terms were planned over a C-order stand-in of the input's
         // shape, whose offsets are those of any standard-layout input of that shape (unit

@@ -9,7 +9,8 @@
 //! - `elements`: the one-axis element loop and its CPU variants;
 //! - `stage`: rows of lanes staged through a buffer: lanes that stride through the
 //!   output, gathered contiguously and written along the output's memory order, and
-//!   rows of a far-striding input axis, copied with the axis contiguous;
+//!   rows of a far-striding input axis, copied with the axis contiguous, and slabs of
+//!   the input that a row of lanes re-reads (the planner's strips), copied once;
 //! - `store`: stores and the guard for uninitialized output;
 //! - `scatter`: the scatter kernel, on the same walk and scheduler;
 //! - this file: [`Task`], which owns the bounds invariants, and the gather's lanes.
@@ -204,8 +205,12 @@ pub(crate) fn debug_check_reach(
 impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     /// A task over `loops` (from [`Plan::loops`](crate::plan::Plan::loops), or a tiny
     /// plan's own dimensions after [`Plan::set_out_strides`](crate::plan::Plan::set_out_strides):
-    /// any loops over the plan's positions in row-major order; none for rank 0) and `axes`
-    /// of the plan made from `input` and `indices`.
+    /// any loops over the plan's positions; none for rank 0) and `axes` of the plan made
+    /// from `input` and `indices`. For [`Store::Init`] of elements with drop glue, the
+    /// loops visit the positions in row-major order (what a range has written is dropped
+    /// again, as a run of the C-contiguous output, after a failure); otherwise in any
+    /// order ([`Plan::loops_any_order`](crate::plan::Plan::loops_any_order),
+    /// [`strips`](crate::plan::strips)).
     ///
     /// # Safety
     /// - the plan was made from these very operands (`Plan::new` with their shapes and
@@ -277,6 +282,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         let chunk = match self.staged {
             Stage::No => CHUNK_BYTES,
             Stage::Output | Stage::Input => STAGED_CHUNK_BYTES,
+            // A range per row of lanes (a strip), so that each slab is copied once.
+            Stage::Slab => bytes / total * positions(&self.outer[self.outer.len() - 1..], &self.lane),
         };
         let ranges = Ranges::new(total, bytes, chunk);
         // Ranges completed, so that a failure elsewhere can drop their elements.
@@ -350,7 +357,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
             self.out
         };
         let mut v = Gather::<A, I, R, INIT>::new(self, base);
-        v.stage = Vec::with_capacity(self.staged.capacity(self.axes));
+        v.stage = Vec::with_capacity(self.staged.capacity(self.axes, self.lane.len));
         let rows = self.staged != Stage::No || (self.blocks() && end - start > PIPELINE_MIN);
         // SAFETY: `Task::new`'s contract, for the visitor's lanes.
         unsafe { walk(self.outer, self.lane.len, rows, start, end, &mut v)? };
@@ -467,6 +474,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
             match self.task.staged {
                 Stage::Output => self.task.stage_row::<R>(row, count, at, buf, written),
                 Stage::Input => self.task.stage_inputs::<R, INIT>(row, count, at, buf, written),
+                Stage::Slab => self.task.stage_slab::<R, INIT>(row, count, at, buf, written),
                 Stage::No => self.task.block_row::<R, INIT>(row, count, at, written),
             }
         }
@@ -504,6 +512,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
                         step: l.inp,
                         len: a.len,
                         stride: a.stride,
+                        // (The slab prefetches its lanes' indices itself.)
+                        past_end: t.staged != Stage::Slab,
                     };
                     let out = std::slice::from_raw_parts_mut(out.add(first).cast::<MaybeUninit<A>>(), n);
                     let idx = std::slice::from_raw_parts(idx.add(first), n);

@@ -8,7 +8,11 @@
 //! - *input*: one gathered axis that strides far through the input while the rows are
 //!   adjacent in it (take_along_axis on a transposed input). A group of rows is copied
 //!   into a buffer with the axis contiguous (reading the input line by line rather than
-//!   each element from another page), then each row gathers from the buffer.
+//!   each element from another page), then each row gathers from the buffer;
+//! - *slab*: a row of lanes that all read the same positions along the lane and the one
+//!   gathered axis, far apart in the input (GatherElements along the first axis, in the
+//!   planner's strips: `plan::strips`). The slab is copied into a buffer once, axis
+//!   position by axis position, and every lane of the row gathers from there.
 
 use std::mem::{MaybeUninit, needs_drop};
 
@@ -32,12 +36,18 @@ const INPUT_MIN_STRIDE: usize = 16;
 /// input: 0.90-0.95x the time without, in alternating runs).
 const AHEAD: isize = 8;
 
+/// How many lanes ahead a slab's rows prefetch their indices and output: each lane's
+/// are on another page, where the hardware's prefetcher does not follow (see
+/// `Axis1::fill`'s prefetch for the measurements).
+const LANES_AHEAD: isize = 8;
+
 /// How a task's rows go through a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stage {
     No,
     Output,
     Input,
+    Slab,
 }
 
 impl Stage {
@@ -48,7 +58,9 @@ impl Stage {
     ///   through it more densely, and the lane fits the buffer;
     /// - [`Stage::Input`]: a contiguous element lane gathers along one axis of at least
     ///   [`INPUT_MIN_STRIDE`] elements' stride, from rows a unit stride apart; each row reads
-    ///   at least as many elements as the axis has, and a group of rows fits the buffer.
+    ///   at least as many elements as the axis has, and a group of rows fits the buffer;
+    /// - [`Stage::Slab`]: the row and lane around one axis form a
+    ///   [`slab`](crate::plan::slab).
     pub fn of<A>(lane: &Loop, outer: &[Loop], axes: &[crate::plan::AxisTerm]) -> Stage {
         let Some(row) = outer.last() else {
             return Stage::No;
@@ -72,14 +84,20 @@ impl Stage {
         {
             return Stage::Input;
         }
+        if let [a] = axes
+            && crate::plan::slab(row, lane, a)
+        {
+            return Stage::Slab;
+        }
         Stage::No
     }
 
     /// The buffer's size in elements for a task with these axis terms.
-    pub fn capacity(self, axes: &[crate::plan::AxisTerm]) -> usize {
+    pub fn capacity(self, axes: &[crate::plan::AxisTerm], lane_len: usize) -> usize {
         match (self, axes) {
             (Stage::Output, _) => STAGE,
             (Stage::Input, [a]) => (INPUT_STAGE / a.len).min(INPUT_ROWS) * a.len,
+            (Stage::Slab, [a]) => a.len * lane_len,
             _ => 0,
         }
     }
@@ -189,7 +207,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         written: &mut usize,
     ) -> Result<(), BadIndex> {
         let a = self.axes[0];
-        let group = Stage::Input.capacity(self.axes) / a.len;
+        let group = Stage::Input.capacity(self.axes, self.lane.len) / a.len;
         let buf = buf.cast::<A>();
         // The same gather along a contiguous axis of the buffer.
         let axes = [crate::plan::AxisTerm { stride: 1, ..a }];
@@ -197,7 +215,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             outer: &[],
             axes: &axes,
             inp: buf.cast_const(),
-            staged: Stage::No,
+            // (Still a slab's lanes, only ever passed to `Gather::lane`: their indices
+            // are a row apart, so the element loop prefetches none past a lane's end.)
             ..*self
         };
         let mut v = Gather::<A, I, R, INIT>::new(&staged, self.out);
@@ -248,6 +267,84 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                 }
             }
             done += g;
+        }
+        *written += v.guard.written;
+        v.guard.disarm();
+        Ok(())
+    }
+}
+
+impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
+    /// `count` whole lanes along `row`, the first at offsets `at`, which all read the same
+    /// slab (`row.inp == 0`): the slab copied into `buf` (axis position `r`, lane
+    /// position `k` at `buf[r * n + k]` for lanes of `n`), then each lane gathered from
+    /// there.
+    ///
+    /// # Safety
+    /// The contract of [`Task::run`]; the `count` lanes exist; the task stages
+    /// ([`Stage::Slab`]), and `buf` has room for [`Stage::capacity`] elements.
+    #[inline(never)]
+    pub(super) unsafe fn stage_slab<R: Resolve, const INIT: bool>(
+        &self,
+        row: Loop,
+        count: usize,
+        at: At,
+        buf: *mut MaybeUninit<A>,
+        written: &mut usize,
+    ) -> Result<(), BadIndex> {
+        let (a, n, step) = (self.axes[0], self.lane.len, self.lane.inp);
+        let buf = buf.cast::<A>();
+        // SAFETY: every offset `at.inp + k * step + r * a.stride` with `k < n`, `r < a.len`
+        // is an input element (the lanes exist, and any position of the axis can be
+        // gathered at any position of a lane: `Task::run`'s contract), and `buf` has room
+        // for the `a.len * n` copies (`Stage::capacity`). Bitwise copies: the elements
+        // have no drop glue (`Stage::of`) and the input's stay as they were; the lanes
+        // clone from the copies.
+        unsafe {
+            let src = self.inp.offset(at.inp);
+            for r in 0..a.len {
+                let (s, d) = (src.offset(r as isize * a.stride), buf.add(r * n));
+                if step == 1 {
+                    std::ptr::copy_nonoverlapping(s, d, n);
+                } else {
+                    for k in 0..n {
+                        d.add(k).write(s.offset(k as isize * step).read());
+                    }
+                }
+            }
+        }
+        // The same gather from the slab: the lane contiguous, the axis `n` apart.
+        let axes = [crate::plan::AxisTerm {
+            stride: n as isize,
+            ..a
+        }];
+        let staged = Task {
+            outer: &[],
+            lane: Loop { inp: 1, ..self.lane },
+            axes: &axes,
+            inp: buf.cast_const(),
+            // (Still a slab's lanes, only ever passed to `Gather::lane`: their indices
+            // are a row apart, so the element loop prefetches none past a lane's end.)
+            ..*self
+        };
+        let mut v = Gather::<A, I, R, INIT>::new(&staged, self.out);
+        for c in 0..count {
+            let ahead = at.step(&row, c as isize + LANES_AHEAD);
+            super::blocks::prefetch_block(self.idx.wrapping_offset(ahead.idx), n * size_of::<I>());
+            super::blocks::prefetch_block(self.out.wrapping_offset(ahead.out), n * size_of::<A>());
+            // SAFETY: the staged task writes this lane's output positions and reads its
+            // indices as this task would; its input offsets are a lane position below `n`
+            // plus a resolved position below `a.len` times `n`, within the copies.
+            unsafe {
+                v.lane(
+                    At {
+                        inp: 0,
+                        ..at.step(&row, c as isize)
+                    },
+                    0,
+                    n,
+                )?
+            };
         }
         *written += v.guard.written;
         v.guard.disarm();

@@ -208,3 +208,95 @@ fn from_transposed(rows: usize, len: usize) {
         "{err}"
     );
 }
+
+#[test]
+fn element_lanes_along_a_far_axis() {
+    // GatherElements along the first axis (W4): each lane reads its elements from rows
+    // far apart. The planner cuts long lanes into strips (of 1000 columns by 600 rows,
+    // 250; of 2048 by 512, 512; of 1000 by 300, 500; none for 100 output rows of 512;
+    // under Miri, whose slab holds 64 elements, 16 of 64 and 20 of 80 columns); each
+    // row of a strip gathers from a copy of its slab. From C-order, reversed, stepped and
+    // axis-reversed inputs, with fewer output rows than input rows, and with a batch
+    // dimension around; negative indices; allocating, into C-order and Fortran-order
+    // outputs, and through a plan.
+    let cases: &[(usize, usize, usize, usize)] = if cfg!(miri) {
+        &[(1, 4, 4, 64), (2, 3, 2, 80)]
+    } else {
+        &[
+            (1, 600, 600, 1000),
+            (1, 512, 300, 2048),
+            (2, 300, 300, 1000),
+            (1, 512, 100, 2048),
+        ]
+    };
+    for &(batch, rows, out_rows, cols) in cases {
+        // Twice the columns, so that every other one is a stepped view.
+        let wide = Array::from_shape_fn((batch, rows, 2 * cols), |(b, i, j)| {
+            (b * 10_000_000 + i * 10_000 + j) as i64
+        });
+        let mut idx = ids(&[batch, out_rows, cols], rows, cols);
+        // Negative indices count from the end.
+        idx.iter_mut().step_by(7).for_each(|v| *v -= rows as i64);
+        let plain = wide.slice(ndarray::s![.., .., ..cols]).to_owned();
+        let mut flipped = plain.clone();
+        flipped.invert_axis(Axis(2));
+        let mut upside_down = plain.clone();
+        upside_down.invert_axis(Axis(1));
+        let stepped = wide.slice(ndarray::s![.., .., ..;2]);
+        let inputs = [plain.view(), flipped.view(), upside_down.view(), stepped];
+        serial_and_parallel(|| {
+            for inp in &inputs {
+                let inp = inp.view().into_dyn();
+                let want = reference::elements(&inp, &idx.view(), 1).unwrap();
+                let what = format!(
+                    "{batch}x{rows}x{cols} by {out_rows} rows, strides {:?}",
+                    inp.strides()
+                );
+                assert_eq!(inp.gather_elements(&idx, 1).unwrap(), want, "{what} allocating");
+                let mut out = ArrayD::from_elem(IxDyn(want.shape()), -1);
+                let mut f = ArrayD::from_elem(IxDyn(want.shape()).f(), -1);
+                if out_rows == rows {
+                    inp.gather_multiaxis_into(&idx, &[1], &mut out).unwrap();
+                    assert_eq!(out, want, "{what} into C order");
+                    inp.gather_multiaxis_into(&idx, &[1], &mut f).unwrap();
+                    assert_eq!(f, want, "{what} into Fortran order");
+                }
+                let plan = GatherPlan::gather_elements(inp.shape(), &idx, 1).unwrap();
+                assert_eq!(plan.apply(&inp).unwrap(), want, "{what} plan");
+                plan.apply_into(&inp, &mut out).unwrap();
+                assert_eq!(out, want, "{what} plan into C order");
+            }
+        });
+        // Of two bad indices, the first in row-major order is named, though the strips
+        // reach the other one first.
+        let mut bad = idx.clone();
+        bad[[batch - 1, out_rows - 1, 0]] = rows as i64;
+        bad[[0, 1, cols - 1]] = -(rows as i64) - 1;
+        let err = plain.gather_elements(&bad, 1).unwrap_err();
+        assert!(
+            matches!(err, GatherError::IndexOutOfBounds { index, ref position, .. } if index == -(rows as i128) - 1 && position == &[0, 1, cols - 1]),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn elements_with_drop_glue_along_a_far_axis() {
+    // Strings are never copied into a slab (a copy abandoned at a bad index must not own
+    // anything): into an existing output the strips' lanes gather one by one, a fresh
+    // output is filled in row-major order.
+    let (rows, cols) = if cfg!(miri) { (4, 64) } else { (300, 1000) };
+    let x = Array::from_shape_fn((rows, cols), |(i, j)| format!("{i}.{j}")).into_dyn();
+    let idx = ids(&[rows, cols], rows, 5);
+    let want = reference::elements(&x.view(), &idx.view(), 0).unwrap();
+    assert_eq!(x.gather_elements(&idx, 0).unwrap(), want);
+    let mut out = ArrayD::from_elem(IxDyn(&[rows, cols]), String::from("old"));
+    x.gather_multiaxis_into(&idx, &[0], &mut out).unwrap();
+    assert_eq!(out, want);
+    let mut bad = idx.clone();
+    bad[[rows - 1, 3]] = rows as i64;
+    assert!(matches!(
+        x.gather_elements(&bad, 0),
+        Err(GatherError::IndexOutOfBounds { .. })
+    ));
+}
