@@ -272,9 +272,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         v.guard.disarm();
         Ok(())
     }
-}
 
-impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
     /// `count` whole lanes along `row`, the first at offsets `at`, which all read the same
     /// slab (`row.inp == 0`): the slab copied into `buf` (axis position `r`, lane
     /// position `k` at `buf[r * n + k]` for lanes of `n`), then each lane gathered from
