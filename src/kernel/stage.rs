@@ -215,8 +215,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             outer: &[],
             axes: &axes,
             inp: buf.cast_const(),
-            // (Still a slab's lanes, only ever passed to `Gather::lane`: their indices
-            // are a row apart, so the element loop prefetches none past a lane's end.)
+            staged: Stage::No,
             ..*self
         };
         let mut v = Gather::<A, I, R, INIT>::new(&staged, self.out);
