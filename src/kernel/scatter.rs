@@ -452,6 +452,12 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         (row, count, at): (Loop, usize, At),
     ) -> Result<(), BadIndex> {
         let t = self.task;
+        if !CHECKED && N > 0 && K > 0 && self.own.0 <= t.span.0 && t.span.1 < self.own.1 {
+            // SAFETY: forwarded; the indices were checked before (`!CHECKED`) and this
+            // part owns every destination.
+            unsafe { self.all_ours::<N, K>(fixed, (row, count, at)) };
+            return Ok(());
+        }
         let axes: &[AxisTerm] = if N == 0 { t.axes } else { fixed };
         // Everything the loop reads, in locals: the compiler cannot tell that writing
         // `A` values leaves the task alone (S3: ~80 -> ~70 instructions per point, fewer
@@ -495,15 +501,85 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
                         &*upd.offset(u0).cast::<[A; K]>(),
                     )
                 };
-                for (x, v) in d.iter_mut().zip(u) {
-                    reducer.reduce(x, v);
-                }
+                combine(d, u, reducer);
             } else {
                 // SAFETY: lane `k` of the row exists, its first destination is `d0`.
                 unsafe { self.block(d0, u0, 0..n) };
             }
         }
         verdict::<CHECKED>(good)
+    }
+
+    /// [`Apply::pipeline`] for blocks of `K` contiguous elements when this part owns the
+    /// whole destination and the indices were checked before: no ownership tests, and
+    /// only the destinations prefetched (the updates and indices stream in order). S3's
+    /// 1M points: 8.4 -> 6.4 ms with [`combine`]'s one store per point (alternating
+    /// runs); the updates' and indices' prefetches made no difference either way.
+    ///
+    /// # Safety
+    /// As for [`Apply::pipeline`]; every coordinate of the lanes was checked, and every
+    /// destination element is this part's.
+    #[inline(always)]
+    unsafe fn all_ours<const N: usize, const K: usize>(
+        &self,
+        fixed: &[AxisTerm; N],
+        (row, count, at): (Loop, usize, At),
+    ) {
+        let t = self.task;
+        let (dst, upd, idx, reducer) = (self.dst, t.upd, t.idx, self.reducer);
+        let ahead = (4096 / (K * size_of::<A>()).max(1)).clamp(1, RING).min(count);
+        // The first destination of lane `k` (a bad index would resolve to position 0, but
+        // none is left).
+        let first = |k: usize| {
+            // SAFETY: lane `k` of the row exists; its coordinate is an element of the
+            // indices.
+            let (g, _) = unsafe { locate::<I, Raise>(idx, fixed, at.idx + k as isize * row.idx) };
+            at.inp + k as isize * row.inp + g
+        };
+        let mut ring = [0isize; RING];
+        for (k, r) in ring[..ahead].iter_mut().enumerate() {
+            *r = first(k);
+            prefetch_line(dst.wrapping_offset(*r));
+        }
+        for k in 0..count {
+            let d0 = ring[k % RING];
+            if k + ahead < count {
+                let d = first(k + ahead);
+                prefetch_line(dst.wrapping_offset(d));
+                ring[(k + ahead) % RING] = d;
+            }
+            let u0 = at.out + k as isize * row.out;
+            // SAFETY: the lane's `K` contiguous destinations are elements of the
+            // destination (ours), its `K` contiguous updates exist, and the two do not
+            // overlap.
+            let (d, u) = unsafe {
+                (
+                    &mut *dst.offset(d0).cast::<[A; K]>(),
+                    &*upd.offset(u0).cast::<[A; K]>(),
+                )
+            };
+            combine(d, u, reducer);
+        }
+    }
+}
+
+/// Combines a block of `K` updates into `K` destination elements. For elements without
+/// drop glue the updates are cloned into a local block first: the compiler, which cannot
+/// tell that updates and destination do not overlap, then writes the block with one
+/// store instead of `K`, and random writes, each holding a store-buffer entry until its
+/// cache line arrives, keep four times as many blocks in flight (S3's 16-byte points:
+/// 7.3-8.9 -> 4.8-6.1 ms for the scatter pass without the index check).
+#[inline(always)]
+fn combine<A: Clone, R: Reducer<A>, const K: usize>(d: &mut [A; K], u: &[A; K], reducer: R) {
+    if !needs_drop::<A>() {
+        let u = u.clone();
+        for (x, v) in d.iter_mut().zip(&u) {
+            reducer.reduce(x, v);
+        }
+    } else {
+        for (x, v) in d.iter_mut().zip(u) {
+            reducer.reduce(x, v);
+        }
     }
 }
 

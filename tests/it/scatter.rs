@@ -388,6 +388,12 @@ fn both<T>(f: impl Fn() -> T) -> T {
     f()
 }
 
+/// [`both`] natively; under Miri one run on the global pool (thread pools are slow to
+/// build there).
+fn both_natively<T: PartialEq + std::fmt::Debug + Send>(f: impl Fn() -> T + Sync) -> T {
+    if cfg!(miri) { f() } else { both(f) }
+}
+
 /// A destination whose parts do not start on its own elements (a column of a wider
 /// array: on 3 threads its parts start at odd offsets, in the other column) while another
 /// thread writes the other column: the scatter must touch its own elements only (Miri's
@@ -503,6 +509,86 @@ fn block_scatters_of_every_length_match_a_plain_loop() {
         });
         let want = want.to_shape((h, w, width)).unwrap().mapv(f32::to_bits);
         assert_eq!(got, want, "points of {width}");
+    }
+}
+
+/// Blocks scattered in place into a destination with more elements than updates (its
+/// indices checked first, then written by one part that owns every element): `Replace`
+/// keeps the last duplicate in row-major order and `Add` sums them in that order, for
+/// blocks of every length, located through one axis (`scatter`) and through two
+/// (`scatter_nd`), with and without drop glue; the result of a plain loop, on 1 and 3
+/// threads.
+#[test]
+fn block_scatters_in_place_match_a_plain_loop() {
+    // Under Miri fewer updates and widths (still more than the 64 positions that a walk
+    // visits lane by lane), blocks of 2 and 8 elements, on the global pool only (thread
+    // pools are slow to build there, and these scatters are too small for parts).
+    let (h, w, n, widths): (usize, usize, usize, &[usize]) = if cfg!(miri) {
+        (8, 8, 40, &[2, 8])
+    } else {
+        (16, 8, 80, &[1, 2, 3, 4, 8, 16])
+    };
+    let rows = h * w;
+    // Update `i` lands on row `at(i)`: every third row, each twice.
+    let at = |i: usize| i % (n / 2) * 3;
+    // The updates that land on each row, in row-major order.
+    let mut landing = vec![Vec::new(); h * w];
+    for i in 0..n {
+        landing[at(i)].push(i);
+    }
+    let hits = |r: usize| landing[r].iter().copied();
+    for &width in widths {
+        let upd = Array::from_shape_fn((n, width), |(i, j)| (i * 31 + j) as f32 * 0.37);
+        let ids = Array::from_shape_fn(n, |i| at(i) as i64);
+        let points = Array::from_shape_fn((n, 2), |(i, c)| [at(i) / w, at(i) % w][c] as i64);
+        let start = Array::from_shape_fn((rows, width), |(r, j)| (r * 3 + j) as f32);
+        // Each reducer scatters twice: by rows, then by points.
+        let twice = |t: &mut Array<f32, ndarray::Ix2>, add: bool| {
+            let mut p = t.clone().into_shape_with_order((h, w, width)).unwrap();
+            if add {
+                t.scatter(&ids, &upd, 0, Add).unwrap();
+                p.assign(&t.view().into_shape_with_order((h, w, width)).unwrap());
+                p.scatter_nd(&points, &upd, 0, Add).unwrap();
+            } else {
+                t.scatter(&ids, &upd, 0, Replace).unwrap();
+                p.assign(&t.view().into_shape_with_order((h, w, width)).unwrap());
+                p.scatter_nd(&points, &upd, 0, Replace).unwrap();
+            }
+            *t = p.into_shape_with_order((rows, width)).unwrap();
+        };
+        let replaced = Array::from_shape_fn((rows, width), |(r, j)| {
+            hits(r).next_back().map_or(start[[r, j]], |i| upd[[i, j]])
+        });
+        let added = Array::from_shape_fn((rows, width), |(r, j)| {
+            let mut v = start[[r, j]];
+            for i in hits(r).chain(hits(r)) {
+                v += upd[[i, j]];
+            }
+            v
+        });
+        for (add, want) in [(false, &replaced), (true, &added)] {
+            let got = both_natively(|| {
+                let mut t = start.clone();
+                twice(&mut t, add);
+                t.mapv(f32::to_bits)
+            });
+            assert_eq!(got, want.mapv(f32::to_bits), "add {add}, blocks of {width}");
+        }
+        // With drop glue: the last duplicate's string (integers: formatting floats is
+        // slow under Miri).
+        let strings = Array::from_shape_fn((n, width), |(i, j)| format!("u{}", i * 31 + j));
+        let old = Array::from_shape_fn((rows, width), |(r, j)| format!("s{}", r * 3 + j));
+        let got = both_natively(|| {
+            let mut t = old.clone().into_shape_with_order((h, w, width)).unwrap();
+            t.scatter_nd(&points, &strings, 0, Replace).unwrap();
+            t.into_shape_with_order((rows, width)).unwrap()
+        });
+        let want = Array::from_shape_fn((rows, width), |(r, j)| {
+            hits(r)
+                .next_back()
+                .map_or_else(|| old[[r, j]].clone(), |i| strings[[i, j]].clone())
+        });
+        assert_eq!(got, want, "strings, blocks of {width}");
     }
 }
 
