@@ -592,6 +592,98 @@ fn block_scatters_in_place_match_a_plain_loop() {
     }
 }
 
+/// Scatters of one broadcast value (histograms) into a small destination with more
+/// positions than elements run as counts and replays: the bits of a plain loop that
+/// applies the updates one at a time, on 1 and 3 threads, through one axis (elements, with
+/// negative indices, into a reversed destination; rows) and two (`scatter_nd`), with a
+/// reducer that is neither commutative nor associative, with drop glue; a bad index
+/// anywhere leaves the destination unchanged; a panicking reducer leaves valid values.
+#[test]
+fn one_value_scatters_give_the_sequential_bits() {
+    let (bins, n) = if cfg!(miri) { (10, 100) } else { (1000, 300_000) };
+    let ids = Array::from_shape_fn(n, |i| ((i * 7919 + i / 3) % (2 * bins)) as i64 - bins as i64);
+    let bin = |i: usize| ids[i].rem_euclid(bins as i64) as usize;
+    let tenth = ndarray::arr0(0.1_f32);
+    let tenths = tenth.broadcast(n).unwrap();
+    let affine = |x: &mut f64, u: &f64| *x = *x * 0.75 + *u;
+    let two = ndarray::arr0(2.0_f64);
+    let points = Array::from_shape_fn((n, 2), |(i, c)| [bin(i) / 10, bin(i) % 10][c] as i64);
+    let got = both_natively(|| {
+        let mut h = Array::from_shape_fn(bins, |b| b as f32);
+        h.invert_axis(Axis(0));
+        h.scatter(&ids, &tenths, 0, Add).unwrap();
+        let mut a = Array::from_shape_fn(bins, |b| b as f64);
+        a.scatter(&ids, &two.broadcast(n).unwrap(), 0, affine).unwrap();
+        let mut rows = Array::from_shape_fn((bins, 3), |(b, j)| (b + j) as f64);
+        rows.scatter(&ids, &two.broadcast((n, 3)).unwrap(), 0, affine)
+            .unwrap();
+        let mut grid = Array::from_shape_fn((bins / 10, 10), |(r, c)| (r + c) as f64);
+        grid.scatter_nd(&points, &two.broadcast(n).unwrap(), 0, affine)
+            .unwrap();
+        (
+            h.mapv(f32::to_bits),
+            a.mapv(f64::to_bits),
+            rows.mapv(f64::to_bits),
+            grid.mapv(f64::to_bits),
+        )
+    });
+    let mut h = Array::from_shape_fn(bins, |b| (bins - 1 - b) as f32);
+    let mut a = Array::from_shape_fn(bins, |b| b as f64);
+    let mut rows = Array::from_shape_fn((bins, 3), |(b, j)| (b + j) as f64);
+    for i in 0..n {
+        h[bin(i)] += 0.1;
+        affine(&mut a[bin(i)], &2.0);
+        for j in 0..3 {
+            affine(&mut rows[[bin(i), j]], &2.0);
+        }
+    }
+    assert_eq!(got.0, h.mapv(f32::to_bits), "histogram");
+    assert_eq!(got.1, a.mapv(f64::to_bits), "elements");
+    assert_eq!(got.2, rows.mapv(f64::to_bits), "rows");
+    let mut want = Array::from_shape_fn((bins / 10, 10), |(r, c)| (r + c) as f64);
+    for i in 0..n {
+        affine(&mut want[[bin(i) / 10, bin(i) % 10]], &2.0);
+    }
+    assert_eq!(got.3, want.mapv(f64::to_bits), "points");
+    // Drop glue: the value replaces every element hit.
+    let u = ndarray::arr0(String::from("u"));
+    let got = both_natively(|| {
+        let mut t = Array::from_shape_fn(bins + 5, |b| format!("s{b}"));
+        t.scatter(&ids, &u.broadcast(n).unwrap(), 0, Replace).unwrap();
+        t
+    });
+    let mut want = Array::from_shape_fn(bins + 5, |b| format!("s{b}"));
+    for &i in &ids {
+        want[i.rem_euclid(bins as i64 + 5) as usize] = String::from("u");
+    }
+    assert_eq!(got, want, "strings");
+    // A bad index, last: nothing written.
+    let mut bad = ids.clone();
+    bad[n - 1] = bins as i64;
+    let start = Array::from_shape_fn(bins, |b| b as f32);
+    let mut h = start.clone();
+    assert!(h.scatter(&bad, &tenths, 0, Add).is_err());
+    assert_eq!(h.mapv(f32::to_bits), start.mapv(f32::to_bits));
+    // A reducer that panics in the replay leaves every element valid (dropping `t` checks
+    // for double drops).
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = AtomicUsize::new(0);
+    let panicky = |x: &mut String, u: &String| {
+        assert!(calls.fetch_add(1, Ordering::SeqCst) != n / 2, "reducer panics");
+        x.push_str(u);
+    };
+    let mut t = Array::from_elem(bins, String::from("x"));
+    let r = catch_unwind(AssertUnwindSafe(|| {
+        t.scatter(&ids, &u.broadcast(n).unwrap(), 0, panicky)
+    }));
+    assert!(r.is_err());
+    assert!(
+        t.iter()
+            .all(|s| s.starts_with('x') && s[1..].chars().all(|c| c == 'u'))
+    );
+}
+
 /// A reducer that panics midway leaves every element valid, drops nothing twice and
 /// leaks nothing, serially and in parallel.
 #[test]
