@@ -166,6 +166,21 @@ impl<A: Clone> Axis1<A> {
                 prefetch_block(idx.as_ptr().wrapping_add(2 * chunk), CHUNK_BYTES);
             }
             let base = (c * chunk) as isize * step;
+            if step == 0 && stride == 1 {
+                // Every element from one contiguous row (GatherElements along the last
+                // axis, W3 and P3): the row indexed directly, without the offset
+                // arithmetic (W3 into, fastest tenth of calls: 3.14-3.31 -> 2.89-3.01
+                // ms, five alternating runs on an AMD EPYC VM).
+                for (o, &v) in out.iter_mut().zip(idx) {
+                    let (j, ok) = R::resolve_or_zero(v, len);
+                    good &= ok;
+                    // SAFETY: `j < len` (0 for a bad index, and `len > 0`), so with
+                    // `step == 0` and `stride == 1` this is an element of the input by
+                    // the contract of `fill_with`; `o` is initialized unless `INIT`.
+                    unsafe { store::<A, INIT>(o.as_mut_ptr(), &*inp.add(j)) };
+                }
+                continue;
+            }
             for (i, (o, &v)) in out.iter_mut().zip(idx).enumerate() {
                 let (j, ok) = R::resolve_or_zero(v, len);
                 good &= ok;
@@ -196,16 +211,18 @@ mod tests {
         let input: Vec<f32> = (0..7 * 5).map(|v| v as f32).collect();
         let n = if cfg!(miri) { 19 } else { 700 }; // natively several chunks
         let idx: Vec<i64> = (0..n).map(|i| (i * 5 % 11) - 3).collect();
-        let run = |isa: Isa, idx: &[i64], wrap: bool| {
+        // Strided (offsets `j * 5`) or one contiguous row (`j`, the row loop).
+        let run_in = |stride: isize, isa: Isa, idx: &[i64], wrap: bool| {
             let mut out = vec![MaybeUninit::new(-1.0f32); idx.len()];
             let a = Axis1 {
                 inp: input.as_ptr(),
                 step: 0,
                 len: 7,
-                stride: 5,
+                stride,
                 past_end: true,
             };
-            // SAFETY: offsets are `j * 5` with `j < 7`, inside the 35-element input.
+            // SAFETY: offsets are `j * stride` with `j < 7` and `stride` 1 or 5, inside
+            // the 35-element input.
             let ok = unsafe {
                 if wrap {
                     a.fill_with::<i64, Wrap, false>(isa, &mut out, idx)
@@ -222,7 +239,18 @@ mod tests {
             )
         };
         let good: Vec<i64> = idx.iter().map(|v| v.rem_euclid(7)).collect();
+        let run = |isa, idx: &[i64], wrap| run_in(5, isa, idx, wrap);
         for isa in Isa::all_available() {
+            let (ok, row) = run_in(1, isa, &idx, true);
+            assert!(ok);
+            assert_eq!(row, good.iter().map(|&j| j as f32).collect::<Vec<_>>(), "{isa:?}");
+            let (ok, row) = run_in(1, isa, &idx, false);
+            assert!(!ok, "{isa:?} missed a bad index in a row");
+            // Negative indices count from the end; 7 is out of range and reads position 0.
+            let want = idx
+                .iter()
+                .map(|&j| if j < 7 { j.rem_euclid(7) as f32 } else { 0.0 });
+            assert_eq!(row, want.collect::<Vec<_>>(), "{isa:?}");
             for wrap in [false, true] {
                 assert_eq!(run(isa, &idx, wrap), run(Isa::Base, &idx, wrap), "{isa:?}");
                 assert_eq!(run(isa, &good, wrap), run(Isa::Base, &good, wrap), "{isa:?}");
