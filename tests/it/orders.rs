@@ -229,7 +229,7 @@ fn element_lanes_along_a_far_axis() {
             (1, 512, 100, 2048),
         ]
     };
-    for &(batch, rows, out_rows, cols) in cases {
+    for (case, &(batch, rows, out_rows, cols)) in cases.iter().enumerate() {
         // Twice the columns, so that every other one is a stepped view.
         let wide = Array::from_shape_fn((batch, rows, 2 * cols), |(b, i, j)| {
             (b * 10_000_000 + i * 10_000 + j) as i64
@@ -244,6 +244,12 @@ fn element_lanes_along_a_far_axis() {
         upside_down.invert_axis(Axis(1));
         let stepped = wide.slice(ndarray::s![.., .., ..;2]);
         let inputs = [plain.view(), flipped.view(), upside_down.view(), stepped];
+        // Under Miri each case takes every other layout (C order and reversed rows, then
+        // reversed columns and stepped): every layout once, at half the time.
+        let inputs: Vec<_> = (0..4)
+            .filter(|k| !cfg!(miri) || k % 2 == case % 2)
+            .map(|k| &inputs[k])
+            .collect();
         serial_and_parallel(|| {
             for inp in &inputs {
                 let inp = inp.view().into_dyn();
