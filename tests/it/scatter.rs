@@ -657,13 +657,21 @@ fn one_value_scatters_give_the_sequential_bits() {
         want[i.rem_euclid(bins as i64 + 5) as usize] = String::from("u");
     }
     assert_eq!(got, want, "strings");
-    // A bad index, last: nothing written.
+    // A bad index, last: named exactly, nothing written (1 and 3 threads).
     let mut bad = ids.clone();
     bad[n - 1] = bins as i64;
     let start = Array::from_shape_fn(bins, |b| b as f32);
-    let mut h = start.clone();
-    assert!(h.scatter(&bad, &tenths, 0, Add).is_err());
-    assert_eq!(h.mapv(f32::to_bits), start.mapv(f32::to_bits));
+    let (err, after) = both_natively(|| {
+        let mut h = start.clone();
+        let err = h.scatter(&bad, &tenths, 0, Add).unwrap_err();
+        (err, h.mapv(f32::to_bits))
+    });
+    assert!(
+        matches!(err, GatherError::IndexOutOfBounds { op: "scatter", index, ref position, axis: 0, axis_len }
+            if index == bins as i128 && position == &[n - 1] && axis_len == bins),
+        "{err}"
+    );
+    assert_eq!(after, start.mapv(f32::to_bits));
     // A reducer that panics in the replay leaves every element valid (dropping `t` checks
     // for double drops).
     use std::panic::{AssertUnwindSafe, catch_unwind};
