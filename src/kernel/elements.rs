@@ -72,7 +72,14 @@ pub(super) struct Axis1<A> {
     /// Whether the index stream goes on past the run's end (the next lane's indices
     /// follow), so that prefetching past it pays.
     pub past_end: bool,
+    /// The offset from `inp` of the row the next lane reads (0: none known), prefetched
+    /// while this lane runs when it reads one contiguous row.
+    pub next: isize,
 }
+
+/// Rows of at most this many bytes are prefetched for the next lane (see [`Axis1::fill`]);
+/// a longer row would not stay in the cache until its turn.
+const NEXT_ROW_BYTES: usize = 64 << 10;
 
 impl<A: Clone> Axis1<A> {
     /// Fills `out` from `idx` with the variant `isa`; `false` if an index was out of range
@@ -149,28 +156,47 @@ impl<A: Clone> Axis1<A> {
             len,
             stride,
             past_end,
+            next,
         } = self;
         let mut good = true;
         // In chunks, each asking for the indices two chunks ahead: the hardware's own
-        // prefetch leaves index streams waiting on memory on this VM (W3's 32 MB of i64
-        // indices: 1.8 -> 1.5 ms; W4, then bound by its random rows, and P3's u16 positions
-        // unchanged). The prefetches sit outside the loop, which stays vectorized. Past
+        // prefetch left index streams waiting on memory on an Intel VM (W3's 32 MB of i64
+        // indices, before the row prefetch below: 1.8 -> 1.5 ms; W4, then bound by its
+        // random rows, and P3's u16 positions unchanged). The prefetches sit outside the loop, which stays vectorized. Past
         // the run's end only if the stream goes on there (a slab's lanes of 128 indices,
         // each row's 16 KiB apart, fetched the next strips' indices, which were gone
         // before their turn: with the slab's own prefetch instead, W4 4.8-5.2 -> 4.1-4.2
         // ms, P4 3.6-3.7 -> 2.9 ms, alternating runs).
         let chunk = CHUNK_BYTES / size_of::<I>().max(1);
         let total = idx.len();
+        let row = step == 0 && stride == 1;
+        // Every element from one contiguous row (GatherElements along the last axis, W3
+        // and P3): the lane's random reads wait on the row's lines, each a miss of its
+        // own, unless the row came in before. So each chunk asks for its share of the
+        // next lane's row, in order (W3 into on two threads, fastest tenth of calls:
+        // 3.07-3.22 -> 1.75-1.99 ms, its plan 2.39-2.57 -> 1.32-1.36 ms on an AMD EPYC
+        // VM, alternating runs; a 1-thread loop outside the crate 6.1 -> 2.9 ms, 5.5 ms
+        // with the whole row asked for at once, 3.4 ms into L2 only).
+        let row_bytes = len * size_of::<A>();
+        let share = if row && next != 0 && row_bytes <= NEXT_ROW_BYTES && 2 * total >= len {
+            row_bytes.div_ceil(total.div_ceil(chunk).max(1))
+        } else {
+            0
+        };
+        let next = inp.wrapping_offset(next).cast::<u8>();
         for (c, (out, idx)) in out.chunks_mut(chunk).zip(idx.chunks(chunk)).enumerate() {
-            if past_end || (c + 2) * chunk < total {
+            // (Not both: the index prefetch then cost W3 0.1-0.4 ms, alternating runs.)
+            if share == 0 && (past_end || (c + 2) * chunk < total) {
                 prefetch_block(idx.as_ptr().wrapping_add(2 * chunk), CHUNK_BYTES);
             }
+            if share > 0 {
+                prefetch_block(next.wrapping_add(c * share), share);
+            }
             let base = (c * chunk) as isize * step;
-            if step == 0 && stride == 1 {
-                // Every element from one contiguous row (GatherElements along the last
-                // axis, W3 and P3): the row indexed directly, without the offset
-                // arithmetic (W3 into, fastest tenth of calls: 3.14-3.31 -> 2.89-3.01
-                // ms, five alternating runs on an AMD EPYC VM).
+            if row {
+                // The row indexed directly, without the offset arithmetic (W3 into,
+                // fastest tenth of calls: 3.14-3.31 -> 2.89-3.01 ms, five alternating
+                // runs on an AMD EPYC VM).
                 for (o, &v) in out.iter_mut().zip(idx) {
                     let (j, ok) = R::resolve_or_zero(v, len);
                     good &= ok;
@@ -220,6 +246,8 @@ mod tests {
                 len: 7,
                 stride,
                 past_end: true,
+                // The row's lane asks for the next row (prefetches only).
+                next: if stride == 1 { 7 } else { 0 },
             };
             // SAFETY: offsets are `j * stride` with `j < 7` and `stride` 1 or 5, inside
             // the 35-element input.

@@ -514,6 +514,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
                         stride: a.stride,
                         // (The slab prefetches its lanes' indices itself.)
                         past_end: t.staged != Stage::Slab,
+                        next: t.outer.last().map_or(0, |r| r.inp),
                     };
                     let out = std::slice::from_raw_parts_mut(out.add(first).cast::<MaybeUninit<A>>(), n);
                     let idx = std::slice::from_raw_parts(idx.add(first), n);
