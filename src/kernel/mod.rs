@@ -233,7 +233,13 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     ) -> Self {
         let (lane, outer) = split_innermost(loops);
         debug_check_reach(loops, axes, input.extent(), indices.extent());
-        let staged = Stage::of::<A>(&lane, outer, axes);
+        // A tiny task runs lane by lane, unstaged ([`Task::run_tiny`]; W7's `_into` spent
+        // 4% of its time deciding how it would stage).
+        let staged = if positions(outer, &lane) <= walk::TINY {
+            Stage::No
+        } else {
+            Stage::of::<A>(&lane, outer, axes)
+        };
         // (A lane staged for its output is contiguous in the buffer.)
         let one_axis = axes.len() == 1 && lane.idx == 1 && (lane.out == 1 || staged == Stage::Output);
         Task {
@@ -264,7 +270,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         if total == 0 {
             return Ok(());
         }
-        if total <= walk::TINY && self.staged == Stage::No {
+        if total <= walk::TINY {
             // SAFETY: `Task::new`'s contract.
             return unsafe {
                 match self.store {
