@@ -486,7 +486,10 @@ where
     }
 }
 
-/// An allocating gather: `lowering` of `input` and `indices`.
+/// An allocating gather: `lowering` of `input` and `indices`. (Inlined, as
+/// [`lower::with_call`] and [`Call::lowered`](crate::core::Call) are, so that the views and
+/// the call are built where they are used: see `Call::lowered`.)
+#[inline(always)]
 fn alloc<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(
     input: &ArrayRef<A, D>,
     indices: &ArrayRef<I, E>,

@@ -57,7 +57,9 @@ impl Lowering {
 }
 
 /// Lowers a gather of `input` (the caller's view) and runs `run` on the call: the one
-/// path of every allocating method and of the prepared gathers.
+/// path of every allocating method and of the prepared gathers. (Inlined: see
+/// [`Call::lowered`].)
+#[inline(always)]
 pub(crate) fn with_call<A: Clone, I: GatherIndex, T>(
     op: &'static str,
     lowering: &Lowering,
