@@ -78,7 +78,8 @@ pub(super) struct Axis1<A> {
 }
 
 /// Rows of at most this many bytes are prefetched for the next lane (see [`Axis1::fill`]);
-/// a longer row would not stay in the cache until its turn.
+/// a longer row would not stay in the cache until its turn. (Measured on W3's 8 KiB rows
+/// only: the bound is a guess at twice L1, well inside L2.)
 const NEXT_ROW_BYTES: usize = 64 << 10;
 
 impl<A: Clone> Axis1<A> {
@@ -162,11 +163,12 @@ impl<A: Clone> Axis1<A> {
         // In chunks, each asking for the indices two chunks ahead: the hardware's own
         // prefetch left index streams waiting on memory on an Intel VM (W3's 32 MB of i64
         // indices, before the row prefetch below: 1.8 -> 1.5 ms; W4, then bound by its
-        // random rows, and P3's u16 positions unchanged). The prefetches sit outside the loop, which stays vectorized. Past
-        // the run's end only if the stream goes on there (a slab's lanes of 128 indices,
-        // each row's 16 KiB apart, fetched the next strips' indices, which were gone
-        // before their turn: with the slab's own prefetch instead, W4 4.8-5.2 -> 4.1-4.2
-        // ms, P4 3.6-3.7 -> 2.9 ms, alternating runs).
+        // random rows, and P3's u16 positions unchanged). The prefetches sit outside the
+        // loop, which stays vectorized. Past the run's end only if the stream goes on
+        // there (a slab's lanes of 128 indices, each row's 16 KiB apart, fetched the next
+        // strips' indices, which were gone before their turn: with the slab's own
+        // prefetch instead, W4 4.8-5.2 -> 4.1-4.2 ms, P4 3.6-3.7 -> 2.9 ms, alternating
+        // runs).
         let chunk = CHUNK_BYTES / size_of::<I>().max(1);
         let total = idx.len();
         let row = step == 0 && stride == 1;
@@ -185,7 +187,8 @@ impl<A: Clone> Axis1<A> {
         };
         let next = inp.wrapping_offset(next).cast::<u8>();
         for (c, (out, idx)) in out.chunks_mut(chunk).zip(idx.chunks(chunk)).enumerate() {
-            // (Not both: the index prefetch then cost W3 0.1-0.4 ms, alternating runs.)
+            // (Not both: with the index prefetch too, W3 took 0.1-0.4 ms and P3 0.3-0.4
+            // ms longer, alternating runs.)
             if share == 0 && (past_end || (c + 2) * chunk < total) {
                 prefetch_block(idx.as_ptr().wrapping_add(2 * chunk), CHUNK_BYTES);
             }
