@@ -487,7 +487,7 @@ where
 }
 
 /// An allocating gather: `lowering` of `input` and `indices`. (Inlined, as
-/// [`lower::with_call`] and [`Call::lowered`](crate::core::Call) are, so that the views and
+/// [`lower::with_call`] and [`Call::lowered`](crate::core::Call::lowered) are, so that the views and
 /// the call are built where they are used: see `Call::lowered`.)
 #[inline(always)]
 fn alloc<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(

@@ -293,7 +293,7 @@ where
 
 /// A scatter into `dest`: the lowering of the matching gather, with `updates` fitted to
 /// its output as `fit` says. (Inlined into each method, so that its arguments are not
-/// reloaded from the stack: see [`Call::lowered`](crate::core::Call); S4 104 -> 89-96 ns.)
+/// reloaded from the stack: see [`Call::lowered`](crate::core::Call::lowered); S4 104 -> 89-96 ns.)
 #[inline(always)]
 fn scatter_with<A, D, I, E, E2, R>(
     dest: &mut ArrayRef<A, D>,
