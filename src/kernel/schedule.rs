@@ -174,6 +174,17 @@ impl Ranges {
         }
     }
 
+    /// The same ranges rounded up to whole multiples of `granule` items (a staged group
+    /// of lanes), where at least two remain; unchanged otherwise.
+    pub fn in_multiples_of(self, granule: usize) -> Ranges {
+        let per = self.per.next_multiple_of(granule.max(1));
+        let count = self.total.div_ceil(per);
+        if count < 2 {
+            return self;
+        }
+        Ranges { per, count, ..self }
+    }
+
     /// Range `c`.
     pub fn get(&self, c: usize) -> std::ops::Range<usize> {
         (c * self.per).min(self.total)..((c + 1) * self.per).min(self.total)
@@ -197,6 +208,11 @@ mod tests {
             }
             assert_eq!(next, total, "{r:?}");
         }
+        // Whole granules where two ranges remain.
+        let r = Ranges::new(1000, 4000, 128).in_multiples_of(96);
+        assert_eq!((r.per, r.count, r.get(10)), (96, 11, 960..1000));
+        let r = Ranges::new(100, 400, 128).in_multiples_of(100);
+        assert_eq!((r.per, r.count), (25, 4));
     }
 
     #[test]

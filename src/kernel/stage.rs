@@ -1,7 +1,7 @@
 //! Staging through a buffer, for rows of lanes that would otherwise stride through memory:
 //!
 //! - *output*: lanes that stride through the output (a Fortran-order output of a C-order
-//!   input, the planner's tiles). A group of a row's lanes is gathered into a buffer with
+//!   input: the planner's tiles, or whole element lanes). A group of a row's lanes is gathered into a buffer with
 //!   the fast contiguous lane copies (block pipeline, vectorized element loop), then moved
 //!   into the output across the lanes, so that the output is written in runs along the
 //!   row rather than one element per lane step;
@@ -21,9 +21,9 @@ use super::{BadIndex, Gather, Store, Task};
 use crate::index::{GatherIndex, Resolve};
 use crate::plan::Loop;
 
-/// The most elements a staged group holds: 16 KiB of `f32`, within L1 beside the lines
-/// being written.
-pub(super) const STAGE: usize = if cfg!(miri) { 64 } else { 4096 };
+/// The most elements a staged tile holds, and the longest lane staged whole: 16 KiB of
+/// `f32`, within L1 beside the lines being written.
+pub(crate) const STAGE: usize = if cfg!(miri) { 64 } else { 4096 };
 
 /// The most rows an input-staged group holds (a parallel range of W3 holds 16), and the
 /// most elements: 256 KiB of `f32`, within L2.
@@ -40,6 +40,19 @@ const AHEAD: isize = 8;
 /// are on another page, where the hardware's prefetcher does not follow (see
 /// `Axis1::fill`'s prefetch for the measurements).
 const LANES_AHEAD: isize = 8;
+
+/// How many lanes of `n` elements an output-staged group holds: as many as [`STAGE`]
+/// holds (a tile), at least [`OUTPUT_LANES`] (whole lanes up to [`STAGE`] long, their
+/// group up to 1 MiB of `f32`, within L2).
+pub(super) fn output_group(n: usize) -> usize {
+    (STAGE / n.max(1)).max(OUTPUT_LANES)
+}
+
+/// The least lanes an output-staged group holds: each output line along the group is
+/// written whole, even for bytes. (W3's lanes of 2048 `f32` into a Fortran-order output,
+/// fastest tenth of calls: groups of 16 lanes 4.2-5.5 ms, 32 3.7-4.4 ms, 64 3.6-3.7 ms,
+/// 128 3.5-3.7 ms, before ranges of whole groups.)
+const OUTPUT_LANES: usize = if cfg!(miri) { 4 } else { 64 };
 
 /// How a task's rows go through a buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -95,7 +108,7 @@ impl Stage {
     /// The buffer's size in elements for a task with these axis terms.
     pub fn capacity(self, axes: &[crate::plan::AxisTerm], lane_len: usize) -> usize {
         match (self, axes) {
-            (Stage::Output, _) => STAGE,
+            (Stage::Output, _) => output_group(lane_len) * lane_len,
             (Stage::Input, [a]) => (INPUT_STAGE / a.len).min(INPUT_ROWS) * a.len,
             (Stage::Slab, [a]) => a.len * lane_len,
             _ => 0,
@@ -121,11 +134,13 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         written: &mut usize,
     ) -> Result<(), BadIndex> {
         let n = self.lane.len;
-        let group = (STAGE / n).max(1);
+        let group = output_group(n);
         let buf = buf.cast::<A>();
-        // The same gather with each lane contiguous in the buffer, `n` apart.
+        // The same gather with each lane contiguous in the buffer, `n` apart; lanes that
+        // read whole rows prefetch the next lane's row as in a C-order output (whole
+        // lanes into a Fortran-order output: W3 4.8-4.9 -> 3.2-3.5 ms).
         let staged = Task {
-            outer: &[],
+            outer: std::slice::from_ref(&row),
             lane: Loop { out: 1, ..self.lane },
             out: buf,
             store: Store::Init,
@@ -143,8 +158,10 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             let first = at.step(&row, done as isize);
             let into_buf = At { out: 0, ..first };
             let mut w = 0;
-            if row.out.unsigned_abs() == 1 {
-                // The group's output runs, to be in cache when the move writes them.
+            if row.out.unsigned_abs() == 1 && g * n <= STAGE {
+                // A tile's output runs, to be in cache when the move writes them. (Not a
+                // group of whole lanes: W3 into a Fortran-order output 3.6-4.0 ms with
+                // the prefetch, 3.1-3.4 without, alternating runs.)
                 let low = first.out + (g as isize - 1) * row.out.min(0);
                 for i in 0..n as isize {
                     let p = self.out.wrapping_offset(low + i * self.lane.out);

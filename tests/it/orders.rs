@@ -124,12 +124,15 @@ fn block_lanes_into_fortran_order() {
 
 #[test]
 fn element_lanes_into_fortran_order() {
-    // take_along_axis along the last axis as W3: lanes of 192 (tiled), 48 and 7 (staged
-    // whole), rows of 128, 64 and 5.
+    // take_along_axis along the last axis as W3: lanes of 4160 (longer than the staging
+    // buffer: tiled), 2048, 192, 48 and 7 (staged whole, in groups of at least 64 lanes:
+    // 100 rows of 2048 are a group and a part, in two parallel ranges of whole groups),
+    // rows of 128, 100, 64 and 5 (under Miri, whose buffer holds 64 elements and groups at
+    // least 4 lanes: 6 rows of 32 in a group of 4 and one of 2, 5 of 7 in one of 9).
     let cases = if cfg!(miri) {
-        vec![(5, 7)]
+        vec![(5, 7), (6, 32)]
     } else {
-        vec![(128, 192), (64, 48), (5, 48), (64, 7)]
+        vec![(64, 4160), (100, 2048), (128, 192), (64, 48), (5, 48), (64, 7)]
     };
     for (rows, len) in cases {
         let x = Array::from_shape_fn((rows, len), |(i, j)| (i * 1000 + j) as i64).into_dyn();
