@@ -6,7 +6,7 @@
 #![allow(dead_code)]
 
 use arbitrary::Arbitrary;
-use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, Slice};
+use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
 use ndarray_gather::prelude::*;
 
 #[path = "../../tests/it/reference.rs"]
@@ -220,13 +220,17 @@ where
             panic!("rejected what the reference accepts: {e}")
         }
     }
-    // `_into` agrees with the allocating call.
+    // `_into` agrees with the allocating call, into a C-order and a Fortran-order output
+    // (the latter walked in its own order: tiles or groups of whole lanes, staged).
     if let Op::Multiaxis = op
         && let Ok(e) = reference::multiaxis(&xv, &iv, &axes)
     {
         let mut out = ArrayD::from_elem(e.raw_dim(), 7u32);
         xv.gather_multiaxis_into(&iv, &axes, &mut out).unwrap();
         assert_eq!(out, e);
+        let mut f = ArrayD::from_elem(e.raw_dim().f(), 7u32);
+        xv.gather_multiaxis_into(&iv, &axes, &mut f).unwrap();
+        assert_eq!(f, e, "into a Fortran-order output");
     }
 }
 
