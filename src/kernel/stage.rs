@@ -1,10 +1,10 @@
 //! Staging through a buffer, for rows of lanes that would otherwise stride through memory:
 //!
 //! - *output*: lanes that stride through the output (a Fortran-order output of a C-order
-//!   input: the planner's tiles, or whole element lanes). A group of a row's lanes is gathered into a buffer with
-//!   the fast contiguous lane copies (block pipeline, vectorized element loop), then moved
-//!   into the output across the lanes, so that the output is written in runs along the
-//!   row rather than one element per lane step;
+//!   input: the planner's tiles, or whole element lanes). A group of a row's lanes is
+//!   gathered into a buffer with the fast contiguous lane copies (block pipeline,
+//!   vectorized element loop), then moved into the output across the lanes, so that the
+//!   output is written in runs along the row rather than one element per lane step;
 //! - *input*: one gathered axis that strides far through the input while the rows are
 //!   adjacent in it (take_along_axis on a transposed input). A group of rows is copied
 //!   into a buffer with the axis contiguous (reading the input line by line rather than
@@ -117,13 +117,14 @@ impl Stage {
 }
 
 impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
-    /// `count` whole lanes along `row`, the first at offsets `at`, in groups of as many
-    /// lanes as [`STAGE`] holds: each group gathered into `buf`, then moved into the output
+    /// `count` whole lanes along `row`, the first at offsets `at`, in groups of
+    /// [`output_group`] lanes: each group gathered into `buf`, then moved into the output
     /// lane position by lane position, across the group.
     ///
     /// # Safety
     /// The contract of [`Task::run`]; the `count` lanes exist; the task stages
-    /// ([`Stage::Output`]), and `buf` has room for [`STAGE`] elements.
+    /// ([`Stage::Output`]), and `buf` has room for [`Stage::capacity`] elements
+    /// (`output_group(n) * n` for lanes of `n`).
     #[inline(never)]
     pub(super) unsafe fn stage_row<R: Resolve>(
         &self,
@@ -170,8 +171,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             }
             // SAFETY: the staged task reads the lanes this task would (same input and
             // indices offsets, `Task::run`'s contract); it writes lane `k` of the group to
-            // `buf[k * n..(k + 1) * n]`, within the buffer (`g * n <= STAGE`). Elements
-            // need no drop (`Stage::of`), so abandoning the buffer after an error is sound.
+            // `buf[k * n..(k + 1) * n]`, within the buffer (`g <= group`, and the buffer
+            // holds `group * n`). Its row prefetches only (no access). Elements need no
+            // drop (`Stage::of`), so abandoning the buffer after an error is sound.
             unsafe {
                 if self.blocks() {
                     staged.block_row::<R, true>(in_buf, g, into_buf, &mut w)?;

@@ -128,7 +128,7 @@ fn element_lanes_into_fortran_order() {
     // buffer: tiled), 2048, 192, 48 and 7 (staged whole, in groups of at least 64 lanes:
     // 100 rows of 2048 are a group and a part, in two parallel ranges of whole groups),
     // rows of 128, 100, 64 and 5 (under Miri, whose buffer holds 64 elements and groups at
-    // least 4 lanes: 6 rows of 32 in a group of 4 and one of 2, 5 of 7 in one of 9).
+    // least 4 lanes: 6 rows of 32 in a group of 4 and one of 2, 5 of 7 in one group of up to 9).
     let cases = if cfg!(miri) {
         vec![(5, 7), (6, 32)]
     } else {
