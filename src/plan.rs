@@ -296,7 +296,7 @@ fn tiled(loops: Small<Loop>) -> Small<Loop> {
     if dense(&lane) <= 1 || dense(&cross) >= dense(&lane) {
         return loops;
     }
-    if lane.inp == 0 && lane.len <= crate::kernel::STAGE {
+    if lane.inp == 0 && lane.idx != 0 && lane.len <= crate::kernel::STAGE {
         // An element lane (its positions come from the indices alone: GatherElements
         // along the last axis, W3) reads anywhere along its axis, so a tile's 64
         // positions would read 64 rows at random, each line a miss of its own. Staged
