@@ -472,6 +472,73 @@ fn parallel_scatters_give_the_sequential_bits() {
     assert_eq!(got.1, want.mapv(f32::to_bits));
 }
 
+/// Blocks smaller than a cache line into a destination that is not cache-resident (S3's
+/// case: one part, its indices checked first, the blocks pipelined): `Replace` keeps the
+/// last duplicate and `Add` sums them in row-major order, for contiguous blocks (4, as
+/// fixed-size arrays; 3) and reversed ones, the bits of a plain loop on 1 and 3 threads. A
+/// bad index in the last position leaves the destination unchanged.
+#[test]
+fn small_blocks_into_a_large_destination_match_a_plain_loop() {
+    // Natively the destinations span 1.2 and 1.6 MB.
+    let (h, w, n) = if cfg!(miri) {
+        (4, 3, 24)
+    } else {
+        (400, 250, 300_000)
+    };
+    let cells = h * w;
+    let at = |i: usize| (i * 7919 + i / 5) % cells;
+    for width in [3, 4] {
+        let upd = Array::from_shape_fn((n, width), |(i, j)| ((i * 31 + j) % 97) as f32 * 0.37 + 1.0);
+        let points = Array::from_shape_fn((n, 2), |(i, c)| [at(i) / w, at(i) % w][c] as i64);
+        let start = Array::from_shape_fn((h, w, width), |(r, c, j)| (r * 7 + c * 3 + j) as f32 * 0.5);
+        for reversed in [false, true] {
+            let fresh = || {
+                let mut t = start.clone();
+                if reversed {
+                    t.invert_axis(Axis(2));
+                }
+                t
+            };
+            for add in [false, true] {
+                let got = both(|| {
+                    let mut t = fresh();
+                    if add {
+                        t.scatter_nd(&points, &upd, 0, Add).unwrap();
+                    } else {
+                        t.scatter_nd(&points, &upd, 0, Replace).unwrap();
+                    }
+                    t.mapv(f32::to_bits)
+                });
+                let mut want = fresh();
+                for i in 0..n {
+                    for j in 0..width {
+                        let x = &mut want[[at(i) / w, at(i) % w, j]];
+                        *x = if add { *x + upd[[i, j]] } else { upd[[i, j]] };
+                    }
+                }
+                assert_eq!(
+                    got,
+                    want.mapv(f32::to_bits),
+                    "width {width}, reversed {reversed}, add {add}"
+                );
+            }
+            let mut bad = points.clone();
+            bad[[n - 1, 0]] = h as i64;
+            let got = both(|| {
+                let mut t = fresh();
+                let e = t.scatter_nd(&bad, &upd, 0, Add).unwrap_err();
+                assert!(matches!(e, GatherError::IndexOutOfBounds { .. }), "{e:?}");
+                t.mapv(f32::to_bits)
+            });
+            assert_eq!(
+                got,
+                fresh().mapv(f32::to_bits),
+                "width {width}, reversed {reversed}"
+            );
+        }
+    }
+}
+
 /// Blocks of every length the kernel combines as fixed-size arrays (1, 2, 4, 8, 16) and
 /// of others (3, 5), located through one axis (`scatter` of rows) and through two
 /// (`scatter_nd` of points), with duplicates: the bits of a plain loop, on 1 and 3
