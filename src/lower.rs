@@ -109,6 +109,7 @@ fn axis_out_of_bounds(op: &'static str, axis: isize, ndim: usize) -> GatherError
 
 /// The layout of `v` with `n` unit axes inserted before each of its dimensions `at`, for
 /// every `(at, n)` of `units` (ascending).
+#[inline(always)]
 fn with_units<S: RawData>(v: &ArrayBase<S, IxDyn>, units: &[(usize, usize)]) -> Dims {
     Dims::with_units(v.shape(), v.strides(), units)
 }
