@@ -586,6 +586,7 @@ impl GatherPlan {
     }
 
     /// Whether `input` has the plan's shape.
+    #[inline(always)]
     fn check_input<A, D: Dimension>(
         &self,
         op: &'static str,
@@ -846,7 +847,10 @@ fn fold_runs<P: Position>(standard: Standard, positions: &ArrayD<P>) -> Standard
 }
 
 /// Whether two shapes are equal: an inline loop where `==` calls `memcmp`, a third of a
-/// tiny plan's checks.
+/// tiny plan's checks. Inlined, as are [`standard_len`] and `GatherPlan::check_input`:
+/// left to the compiler, all three stayed calls, and P7's `apply_into` took 16.9-17.5 ns
+/// instead of 11.4-11.6 (alternating runs on the AMD EPYC VM).
+#[inline(always)]
 fn same(a: &[usize], b: &[usize]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
@@ -854,6 +858,7 @@ fn same(a: &[usize], b: &[usize]) -> bool {
 /// The number of elements of an array of `shape` with `strides` if they are in standard
 /// layout (C-contiguous; strides of unit dimensions do not matter), `None` otherwise.
 /// Conservative for empty arrays (a mismatched stride after a zero length is `None`).
+#[inline(always)]
 fn standard_len(shape: &[usize], strides: &[isize]) -> Option<usize> {
     let mut len = 1usize;
     for (&n, &s) in shape.iter().zip(strides).rev() {
