@@ -237,7 +237,12 @@ impl Plan {
     /// (the column-major loops), whichever lane moves with unit stride in more of the
     /// three operands (row-major on a tie), then [`tiled`] where the lane still strides
     /// through the output. A Fortran-order output of a Fortran-order input thus runs
-    /// column by column, a Fortran-order output of a C-order input tile by tile.
+    /// column by column, a Fortran-order output of a C-order input tile by tile. A lane
+    /// whose indices move it along an axis of stride above 1 does not count as moving
+    /// with unit stride through the input: rows gathered by 1-D indices into a
+    /// Fortran-order output would otherwise run lane by lane down the columns, each
+    /// element from another row (512 rows of 8192 `f32`: 11 ms, against 1.7 ms in
+    /// staged tiles and 0.7 ms into a C-order output).
     pub fn loops_any_order(&self, out_strides: &[isize]) -> Small<Loop> {
         let unit = |l: &Loop| {
             [l.out, l.inp, l.idx]
@@ -252,8 +257,17 @@ impl Plan {
             // perhaps from strips.
             return strips(c, &self.axes);
         }
+        // Against the other order, the input counts as moving with unit stride only where
+        // the lane's indices do not move it along a far axis: a lane of indices into rows
+        // reads each element from another row.
+        let far = self.axes.iter().any(|a| a.stride.unsigned_abs() > 1);
+        let moves = |loops: &Small<Loop>| {
+            loops.last().map_or(0, |l| {
+                unit(l) - usize::from(far && l.idx != 0 && l.inp.unsigned_abs() <= 1)
+            })
+        };
         let f = merge(self.dims_with(out_strides).rev());
-        tiled(if lane(&f) > lane(&c) { f } else { c })
+        tiled(if moves(&f) > moves(&c) { f } else { c })
     }
 }
 
@@ -620,6 +634,33 @@ mod tests {
         // three operands).
         let p = Plan::new("t", lay(&[4, 6], &[1, 4]), lay(&[4, 6], &[1, 4]), &[1], 4).unwrap();
         assert_eq!(&*p.loops_any_order(&[1, 4]), &[lp(6, 4, 0, 4), lp(4, 1, 1, 1)]);
+    }
+
+    #[test]
+    fn lanes_of_indices_into_rows_do_not_count_as_reading_along_the_input() {
+        let lp = |len, out, inp, idx| Loop { len, out, inp, idx };
+        // Rows gathered along the first axis by 1-D indices into a Fortran-order output:
+        // the column-major lane (contiguous in the output and the indices) would read
+        // each element from another row; the row-major lane, staged in tiles of 64 rows
+        // by 64 columns, reads whole runs of rows.
+        let p = Plan::new("t", lay(&[50, 256], &[256, 1]), lay(&[128, 1], &[1, 1]), &[0], 4).unwrap();
+        assert_eq!(&*p.out_shape, &[128, 256]);
+        assert_eq!(
+            &*p.loops_any_order(&[1, 128]),
+            &[
+                lp(2, 64, 0, 64),
+                lp(4, 64 * 128, 64, 0),
+                lp(64, 1, 0, 1),
+                lp(64, 128, 1, 0)
+            ]
+        );
+        // Indices along the contiguous axis keep the column-major lane: its elements come
+        // from one column of the input.
+        let p = Plan::new("t", lay(&[50, 256], &[1, 50]), lay(&[128, 1], &[1, 1]), &[0], 4).unwrap();
+        assert_eq!(
+            &*p.loops_any_order(&[1, 128]),
+            &[lp(256, 128, 50, 0), lp(128, 1, 0, 1)]
+        );
     }
 
     #[test]

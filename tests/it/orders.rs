@@ -104,6 +104,18 @@ fn block_lanes_into_fortran_order() {
         let table = Array::from_shape_fn((rows, 1, 1, dim), |(r, _, _, d)| (r * 1000 + d) as i64).into_dyn();
         check(&table, &ids(&[1, b, s, 1], rows, b), &[0]);
     }
+    // 1-D lookups, [rows, dim] by [b, 1]: the lane down the output's columns is contiguous
+    // in the indices too, yet each of its elements is in another row; the rows run in
+    // tiles or whole staged lanes as above.
+    let lookups = if cfg!(miri) {
+        &[(9, 12, 16)][..]
+    } else {
+        &[(50, 192, 128), (30, 40, 64), (7, 17, 3), (9, 256, 64)][..]
+    };
+    for &(rows, dim, b) in lookups {
+        let table = Array::from_shape_fn((rows, dim), |(r, d)| (r * 1000 + d) as i64).into_dyn();
+        check(&table, &ids(&[b, 1], rows, b), &[0]);
+    }
     if cfg!(miri) {
         return;
     }
