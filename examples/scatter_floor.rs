@@ -40,14 +40,11 @@ fn ms(f: impl FnOnce()) -> f64 {
 /// Stores `upd[k]` at block `at[k]` of `dst`, prefetching the block 16 points ahead.
 fn write(dst: &mut [[f32; 4]], at: &[u32], upd: &[[f32; 4]]) {
     for (k, (&d, u)) in at.iter().zip(upd).enumerate() {
+        #[cfg(target_arch = "x86_64")]
         if let Some(&next) = at.get(k + 16) {
-            #[cfg(target_arch = "x86_64")]
+            use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
             // SAFETY: a prefetch only hints, at any address.
-            unsafe {
-                use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-                _mm_prefetch::<_MM_HINT_T0>(dst.as_ptr().wrapping_add(next as usize).cast());
-            }
-            let _ = next;
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(dst.as_ptr().wrapping_add(next as usize).cast()) };
         }
         dst[d as usize] = *u;
     }
