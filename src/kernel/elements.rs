@@ -62,6 +62,14 @@ impl Isa {
 /// its small tests cross chunks).
 const CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1024 };
 
+/// A lane that reads one contiguous row runs in chunks of this many elements, whatever
+/// its index type, each asking for its share of the next lane's row (see
+/// [`Axis1::fill`]): W3's 8 KiB rows in shares of 512 bytes. With P3's `u16` positions in
+/// chunks of [`CHUNK_BYTES`], each share was 2 KiB, asked for at once: P3 1.27-1.30 ->
+/// 1.21-1.24 ms, fastest tenth, alternating runs on the AMD EPYC VM (chunks of 64 and
+/// 256 elements: no better than 1.25 ms, and W3 slower).
+const ROW_CHUNK: usize = if cfg!(miri) { 8 } else { 128 };
+
 /// One gathered axis over a run of contiguous output elements.
 #[derive(Clone, Copy)]
 pub(super) struct Axis1<A> {
@@ -169,9 +177,13 @@ impl<A: Clone> Axis1<A> {
         // strips' indices, which were gone before their turn: with the slab's own
         // prefetch instead, W4 4.8-5.2 -> 4.1-4.2 ms, P4 3.6-3.7 -> 2.9 ms, alternating
         // runs).
-        let chunk = CHUNK_BYTES / size_of::<I>().max(1);
-        let total = idx.len();
         let row = step == 0 && stride == 1;
+        let chunk = if row {
+            ROW_CHUNK
+        } else {
+            CHUNK_BYTES / size_of::<I>().max(1)
+        };
+        let total = idx.len();
         // Every element from one contiguous row (GatherElements along the last axis, W3
         // and P3): the lane's random reads wait on the row's lines, each a miss of its
         // own, unless the row came in before. So each chunk asks for its share of the
