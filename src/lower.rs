@@ -127,6 +127,23 @@ fn same_rank(op: &'static str, input: &[usize], indices: &[usize]) -> Result<(),
     }
 }
 
+/// The [`GatherError::BatchDims`] of `op` for operands of these shapes, saying `detail`.
+#[cold]
+fn batch_dims_error(
+    op: &'static str,
+    batch_dims: usize,
+    (input, indices): (&[usize], &[usize]),
+    detail: String,
+) -> GatherError {
+    GatherError::BatchDims {
+        op,
+        batch_dims,
+        input_shape: input.to_vec(),
+        indices_shape: indices.to_vec(),
+        detail,
+    }
+}
+
 /// ONNX Gather / numpy.take(axis) / tf.gather with `batch_dims`.
 ///
 /// input `[in[..=a], 1 x m, in[a+1..]]`, indices `[idx[..b], 1 x (a+1-b), idx[b..], 1 x (r-a-1)]`
@@ -143,13 +160,7 @@ pub(crate) fn batched<'a, S: RawData, I: GatherIndex>(
 ) -> Result<Call<'a, S, I>, GatherError> {
     let (r, q) = (input.ndim(), indices.ndim());
     let a = normalize_axis(op, axis, r)?;
-    let batch_error = |detail: String| GatherError::BatchDims {
-        op,
-        batch_dims,
-        input_shape: input.shape().to_vec(),
-        indices_shape: indices.shape().to_vec(),
-        detail,
-    };
+    let batch_error = |detail| batch_dims_error(op, batch_dims, (input.shape(), indices.shape()), detail);
     if batch_dims > q {
         return Err(batch_error(format!("it exceeds the indices rank {q}")));
     }
@@ -245,13 +256,7 @@ pub(crate) fn nd<'a, S: RawData, I: GatherIndex>(
     zero: &'a [I; 1],
 ) -> Result<Call<'a, S, I>, GatherError> {
     let (r, q, b) = (input.ndim(), indices.ndim(), batch_dims);
-    let batch_error = |detail: String| GatherError::BatchDims {
-        op,
-        batch_dims,
-        input_shape: input.shape().to_vec(),
-        indices_shape: indices.shape().to_vec(),
-        detail,
-    };
+    let batch_error = |detail| batch_dims_error(op, batch_dims, (input.shape(), indices.shape()), detail);
     if q == 0 {
         return Err(GatherError::RankMismatch {
             op,
