@@ -2,7 +2,7 @@
 //! the same elements from every layout of the input. The property tests of the wrappers
 //! and of `gather_multiaxis`, and every fixture, run their calls through [`agrees`] too.
 
-use ndarray::{Array, Array2, ArrayD, ArrayViewD, ShapeBuilder, array};
+use ndarray::{Array, Array2, ArrayD, ArrayView3, ArrayViewD, ShapeBuilder, array};
 use ndarray_gather::prelude::*;
 
 use crate::layouts::{ALL, Held, Layout};
@@ -143,11 +143,24 @@ fn construction_fails_exactly_as_the_method() {
         GatherPlan::gather(&[3, 4], &array![0_i64], 2).unwrap_err(),
         x.gather(&array![0_i64], 2).unwrap_err()
     );
-    // A shape no input can have.
-    assert!(matches!(
-        GatherPlan::gather(&[usize::MAX, 2], &array![0_i64], 0),
-        Err(GatherError::SizeOverflow { .. })
-    ));
+    // Shapes no input can have: too many elements, or an empty shape whose other lengths
+    // multiply past `isize::MAX` (which ndarray does not allow either).
+    let half = 1 << (usize::BITS / 2);
+    for shape in [&[usize::MAX, 2][..], &[half, 0, half][..]] {
+        assert_eq!(
+            GatherPlan::gather(shape, &array![0_i64], 1).unwrap_err(),
+            GatherError::SizeOverflow {
+                op: "gather",
+                shape: shape.to_vec()
+            },
+            "{shape:?}"
+        );
+    }
+    // An empty shape within that bound plans.
+    let plan = GatherPlan::gather(&[half / 2, 0, 3], &array![2_i64, 0], 2).unwrap();
+    assert_eq!(plan.output_shape(), &[half / 2, 0, 2]);
+    let empty = ArrayView3::<f32>::from_shape((half / 2, 0, 3), &[]).unwrap();
+    assert_eq!(plan.apply(&empty).unwrap().shape(), &[half / 2, 0, 2]);
 }
 
 #[test]
