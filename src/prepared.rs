@@ -546,7 +546,7 @@ impl GatherPlan {
         }
         // Zero-sized elements: a stand-in of any shape without memory, in C order. Made
         // without ndarray's checks (`from_shape`), which the bound above makes (W7's plan
-        // build 250-260 -> 223-229 ns, alternating runs).
+        // build 250-255 -> 234-238 ns, alternating runs).
         let dangling = std::ptr::NonNull::<()>::dangling().as_ptr();
         // SAFETY: an element of `()` takes no memory, so every element of any shape lies
         // at the dangling (non-null, aligned) pointer, and offsetting it by any count moves
