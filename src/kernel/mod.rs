@@ -12,6 +12,7 @@
 //!   rows of a far-striding input axis, copied with the axis contiguous, and slabs of
 //!   the input that a row of lanes re-reads (the planner's strips), copied once;
 //! - `store`: stores and the guard for uninitialized output;
+//! - `stream`: block copies with streaming stores, for outputs too large for the caches;
 //! - `scatter`: the scatter kernel, on the same walk and scheduler;
 //! - this file: [`Task`], which owns the bounds invariants, and the gather's lanes.
 //!
@@ -39,6 +40,7 @@ mod scatter;
 pub(crate) mod schedule;
 mod stage;
 mod store;
+mod stream;
 pub(crate) mod walk;
 
 use std::mem::{MaybeUninit, needs_drop};
@@ -100,6 +102,8 @@ pub(crate) struct Task<'a, A, I> {
     isa: Isa,
     /// Whether rows of lanes go through a buffer, and which side ([`Stage::of`]).
     staged: Stage,
+    /// Whether contiguous block copies stream into the output ([`stream`]).
+    stream: bool,
 }
 
 // SAFETY: a `Task` only reads `A` and `I` through shared pointers (so it may cross threads
@@ -236,11 +240,20 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         debug_check_reach(loops, axes, input.extent(), indices.extent());
         // A tiny task runs lane by lane, unstaged ([`Task::run_tiny`]; W7's `_into` spent
         // 4% of its time deciding how it would stage).
-        let staged = if positions(outer, &lane) <= walk::TINY {
+        let total = positions(outer, &lane);
+        let staged = if total <= walk::TINY {
             Stage::No
         } else {
             Stage::of::<A>(&lane, outer, axes)
         };
+        let stream = staged == Stage::No
+            && lane.idx == 0
+            && !axes.is_empty()
+            && (lane.inp, lane.out) == (1, 1)
+            && lane.len * size_of::<A>() >= 128
+            && total.saturating_mul(size_of::<A>()) >= stream::STREAM_MIN_BYTES
+            && stream::streams::<A>()
+            && stream::available();
         // (A lane staged for its output is contiguous in the buffer.)
         let one_axis = axes.len() == 1 && lane.idx == 1 && (lane.out == 1 || staged == Stage::Output);
         Task {
@@ -257,6 +270,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
                 Isa::Base
             },
             staged,
+            stream,
         }
     }
 
@@ -372,6 +386,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         let mut v = Gather::<A, I, R, INIT>::new(self, base);
         v.stage = Vec::with_capacity(self.staged.capacity(self.axes, self.lane.len));
         let rows = self.staged != Stage::No || (self.blocks() && end - start > PIPELINE_MIN);
+        // Streamed lines are ordered before the range is reported done, or unwinds.
+        let _fence = self.stream.then_some(stream::Fence);
         // SAFETY: `Task::new`'s contract, for the visitor's lanes.
         unsafe { walk(self.outer, self.lane.len, rows, start, end, &mut v)? };
         v.guard.disarm();
@@ -408,6 +424,13 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         let count_each = INIT && needs_drop::<A>();
         // SAFETY: by the contract above.
         unsafe {
+            #[cfg(all(target_arch = "x86_64", not(miri)))]
+            if self.stream && l.inp == 1 && l.out == 1 {
+                // (`Task::new` checked that the elements stream: no drop glue.)
+                stream::clone_run(out.add(first), src.add(first), last - first);
+                *written += last - first;
+                return;
+            }
             if l.inp == 1 && l.out == 1 && !INIT {
                 let d = std::slice::from_raw_parts_mut(out.add(first), last - first);
                 d.clone_from_slice(std::slice::from_raw_parts(src.add(first), last - first));

@@ -156,6 +156,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             out: buf,
             store: Store::Init,
             staged: Stage::No,
+            stream: false,
             ..*self
         };
         // The group's row in the buffer: lanes `n` apart.
@@ -245,6 +246,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             axes: &axes,
             inp: buf.cast_const(),
             staged: Stage::No,
+            stream: false,
             ..*self
         };
         let mut v = Gather::<A, I, R, INIT>::new(&staged, self.out);
