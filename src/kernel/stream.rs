@@ -137,6 +137,32 @@ mod tests {
         check(|i| [i as u32; 4], [0; 4]);
     }
 
+    /// An element aligned to less than its size may start off every line boundary; then
+    /// the whole run is cloned plainly.
+    #[test]
+    fn elements_off_the_line_grid_are_cloned_plainly() {
+        if !available() {
+            return;
+        }
+        let src: Vec<[u8; 4]> = (0..100u8).map(|i| [i, i, i, 7]).collect();
+        for shift in 0..4 {
+            let mut bytes = vec![0u8; 4 * 100 + 64];
+            let dst = bytes.as_mut_ptr().wrapping_add(shift).cast::<[u8; 4]>();
+            // SAFETY: AVX was checked, `[u8; 4]` streams (alignment 1); the 100 elements
+            // at `dst` lie within `bytes`.
+            unsafe { clone_run(dst, src.as_ptr(), 100) };
+            drop(Fence);
+            let want: Vec<u8> = src.iter().flatten().copied().collect();
+            assert_eq!(&bytes[shift..shift + 400], &want[..], "shifted by {shift}");
+            assert!(
+                bytes[..shift]
+                    .iter()
+                    .chain(&bytes[shift + 400..])
+                    .all(|&b| b == 0)
+            );
+        }
+    }
+
     #[test]
     fn only_lines_of_whole_elements_without_drop_glue_stream() {
         assert!(streams::<f32>() && streams::<u8>() && streams::<[f64; 8]>());
