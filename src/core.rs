@@ -7,7 +7,7 @@
 use std::sync::Mutex;
 
 use ndarray::{
-    ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, Dimension, IxDyn, RawData, ShapeBuilder, ViewRepr,
+    ArrayBase, ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, RawData, ShapeBuilder, ViewRepr,
 };
 
 use crate::error::{GatherError, internal};
@@ -405,7 +405,11 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
     /// Gathers into `out`, which must have the output shape. Every error but a bad index
     /// is found before the first write; after a bad index, `out` holds valid elements
     /// (old ones or input elements) in unspecified places.
-    pub fn gather_into(&self, mut out: ArrayViewMutD<'_, A>) -> Result<(), GatherError> {
+    ///
+    /// (`out` is read in place, not made a dynamic-rank view, which ndarray writes in
+    /// 8-byte stores that the next move reads back in 16-byte loads: W7's `_into` 84 ->
+    /// 80-81 ns, alternating runs.)
+    pub fn gather_into<D: Dimension>(&self, out: &mut ArrayRef<A, D>) -> Result<(), GatherError> {
         let mut plan = self.empty_plan();
         self.plan(&mut plan, size_of::<A>())?;
         if !self.is_final_shape(&plan.out_shape, out.shape()) {

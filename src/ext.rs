@@ -391,7 +391,7 @@ where
             indices.view().into_dyn(),
             axes,
         );
-        call.gather_into(out.view_mut().into_dyn())
+        call.gather_into(out)
     }
 
     fn gather<I: GatherIndex, E: Dimension>(

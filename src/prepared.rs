@@ -520,7 +520,7 @@ impl GatherPlan {
             // and is an exclusive borrow, so it aliases nothing.
             return unsafe { lowered.run_standard(OP, input, out.as_mut_ptr(), Store::Assign) };
         }
-        let (input, out) = (input.view().into_dyn(), out.view_mut().into_dyn());
+        let input = input.view().into_dyn();
         with_positions!(&lowered.positions, p => lowered.call(OP, input, p, |call| call.gather_into(out)))
     }
 

@@ -31,6 +31,7 @@ impl At {
 }
 
 /// `loops` split into the innermost one and those around it; a unit loop for none.
+#[inline]
 pub(crate) fn split_innermost(loops: &[Loop]) -> (Loop, &[Loop]) {
     match loops.split_last() {
         Some((inner, outer)) => (*inner, outer),
@@ -45,6 +46,7 @@ pub(crate) fn split_innermost(loops: &[Loop]) -> (Loop, &[Loop]) {
 }
 
 /// The number of positions of `outer` loops around a `lane`.
+#[inline]
 pub(crate) fn positions(outer: &[Loop], lane: &Loop) -> usize {
     outer.iter().map(|l| l.len).product::<usize>() * lane.len
 }
