@@ -1,14 +1,14 @@
-//! The one gather every method lowers to: a [`Call`] holds the caller's views, their
-//! lowered layouts and the axes; it plans, validates the indices and runs the kernel.
+//! The one gather every method lowers to: a [`Call`] holds the caller's arrays (as
+//! [`Raw`] borrows), their lowered layouts and the axes; it plans, validates the indices
+//! and runs the kernel.
 //!
-//! A call is generic over the input's storage so that a scatter lowers its destination
-//! (a mutable view) exactly as the matching gather lowers its input.
+//! A call is generic over how the input is borrowed so that a scatter lowers its
+//! destination (borrowed mutably) exactly as the matching gather lowers its input.
 
+use std::marker::PhantomData;
 use std::sync::Mutex;
 
-use ndarray::{
-    ArrayBase, ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, RawData, ShapeBuilder, ViewRepr,
-};
+use ndarray::{ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, RawData, ShapeBuilder, ViewRepr};
 
 use crate::error::{GatherError, internal};
 use crate::index::{Clip, GatherIndex, IndexMode, Raise, Resolve, Wrap, resolve};
@@ -70,17 +70,163 @@ impl Dims {
     }
 }
 
+/// A caller's array as a call reads it: where its first element is, and its shape and
+/// strides, borrowed from the array for `'s`. `S` says how the elements are borrowed:
+/// `ViewRepr<&'a A>` (a gather's input, any indices) or `ViewRepr<&'a mut A>` (a
+/// scatter's destination).
+///
+/// (Not ndarray's dynamic-rank views: making one took ~16 ns from an `ArrayD` and ~35 ns
+/// from an `Array3`, and a tiny call made three.)
+pub(crate) struct Raw<'s, S: RawData> {
+    ptr: *mut S::Elem,
+    shape: &'s [usize],
+    strides: &'s [isize],
+    borrow: PhantomData<S>,
+}
+
+// SAFETY: a `Raw` is a borrow of its array, shared or exclusive as `S` says; it is sent and
+// shared as that borrow would be.
+unsafe impl<S: RawData + Send> Send for Raw<'_, S> {}
+// SAFETY: as above; `&Raw` gives no access that `&S`'s borrow would not.
+unsafe impl<S: RawData + Sync> Sync for Raw<'_, S> {}
+
+impl<'a, A> Raw<'a, ViewRepr<&'a A>> {
+    /// A shared borrow of `a`.
+    #[inline(always)]
+    pub fn of<D: Dimension>(a: &'a ArrayRef<A, D>) -> Self {
+        Raw {
+            ptr: a.as_ptr().cast_mut(),
+            shape: a.shape(),
+            strides: a.strides(),
+            borrow: PhantomData,
+        }
+    }
+
+    /// `self` with its elements at `ptr`, which its layout never leaves: an array of
+    /// no elements whose lowered layout (zero strides) stands at a real element.
+    ///
+    /// # Safety
+    /// Either `self` has no elements and the call's lowered layout has only zero strides,
+    /// or every offset of `self`'s layout from `ptr` is an element valid for reads for
+    /// `'a`.
+    #[inline]
+    pub unsafe fn at(self, ptr: *const A) -> Self {
+        Raw {
+            ptr: ptr.cast_mut(),
+            ..self
+        }
+    }
+
+    /// The elements as a slice, in row-major order, when the layout is standard.
+    pub fn as_slice(&self) -> Option<&'a [A]> {
+        // SAFETY: a standard layout's elements are the `len` elements from `ptr` on.
+        self.is_standard_layout()
+            .then(|| unsafe { std::slice::from_raw_parts(self.ptr.cast_const(), self.len()) })
+    }
+
+    /// The elements in row-major order.
+    pub fn iter(&self) -> impl Iterator<Item = &'a A> + '_ {
+        let (shape, strides) = (self.shape, self.strides);
+        let mut at: Small<usize> = shape.iter().map(|_| 0).collect();
+        let mut offset = 0isize;
+        (0..self.len()).map(move |k| {
+            if k > 0 {
+                // The next position: the last dimension that is not at its end steps on,
+                // the ones after it start again.
+                for d in (0..shape.len()).rev() {
+                    at[d] += 1;
+                    offset += strides[d];
+                    if at[d] < shape[d] {
+                        break;
+                    }
+                    offset -= strides[d] * shape[d] as isize;
+                    at[d] = 0;
+                }
+            }
+            // SAFETY: `at` is a position of the shape, so `offset` is an element's (the
+            // borrow `Raw::of` made).
+            unsafe { &*self.ptr.offset(offset) }
+        })
+    }
+}
+
+impl<'a, A> Raw<'a, ViewRepr<&'a mut A>> {
+    /// An exclusive borrow of `a`'s elements (its shape and strides are read, shared).
+    #[inline(always)]
+    pub fn of_mut<D: Dimension>(a: &'a mut ArrayRef<A, D>) -> Self {
+        let ptr = a.as_mut_ptr();
+        let a: &'a ArrayRef<A, D> = a;
+        Raw {
+            ptr,
+            shape: a.shape(),
+            strides: a.strides(),
+            borrow: PhantomData,
+        }
+    }
+
+    /// The first element, for writing.
+    pub fn as_mut_ptr(&mut self) -> *mut A {
+        self.ptr
+    }
+}
+
+impl<S: RawData> Raw<'_, S> {
+    #[inline]
+    pub fn shape(&self) -> &[usize] {
+        self.shape
+    }
+
+    #[inline]
+    pub fn strides(&self) -> &[isize] {
+        self.strides
+    }
+
+    #[inline]
+    pub fn ndim(&self) -> usize {
+        self.shape.len()
+    }
+
+    /// The number of elements.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.shape.iter().product()
+    }
+
+    /// The first element.
+    #[inline]
+    pub fn as_ptr(&self) -> *const S::Elem {
+        self.ptr.cast_const()
+    }
+
+    /// Whether the elements lie in row-major order, one after the other (as ndarray
+    /// decides it: dimensions of length 1 may have any stride; an empty array is).
+    pub fn is_standard_layout(&self) -> bool {
+        if self.shape.contains(&0) {
+            return true;
+        }
+        let mut step = 1isize;
+        for (&n, &s) in self.shape.iter().zip(self.strides).rev() {
+            if n != 1 && s != step {
+                return false;
+            }
+            step *= n as isize;
+        }
+        true
+    }
+}
+
 /// A lowered gather: `gather_multiaxis(input, indices, axes)` with an index mode, where
 /// `input` and `indices` have the lowered layouts `inp` and `idx`.
 pub(crate) struct Call<'a, S: RawData, I> {
     /// The public method's name, for messages.
     op: &'static str,
-    /// The caller's input (sliced by `gather_elements`, flattened by `take`).
-    input: ArrayBase<S, IxDyn>,
+    /// The caller's input (flattened by `take`; `gather_elements` reads a leading block
+    /// of it, its lowered layout).
+    input: Raw<'a, S>,
     /// The caller's indices: the lowerings only insert unit axes before the coordinates,
     /// which keeps row-major order, so a flat position means the same in `idx`.
-    indices: ArrayViewD<'a, I>,
-    /// The lowered layouts, where they are not the views' own.
+    indices: Raw<'a, ViewRepr<&'a I>>,
+    /// The lowered layouts, where they are not the arrays' own.
     inp: Option<Dims>,
     idx: Option<Dims>,
     axes: Small<usize>,
@@ -93,11 +239,11 @@ pub(crate) struct Call<'a, S: RawData, I> {
 }
 
 impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
-    /// `gather_multiaxis` on the caller's own views.
+    /// `gather_multiaxis` on the caller's own arrays.
     pub fn multiaxis(
         op: &'static str,
-        input: ArrayBase<S, IxDyn>,
-        indices: ArrayViewD<'a, I>,
+        input: Raw<'a, S>,
+        indices: Raw<'a, ViewRepr<&'a I>>,
         axes: &[usize],
     ) -> Self {
         Self::lowered(
@@ -111,35 +257,37 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
         )
     }
 
-    /// A lowering of the caller's views `input` and `indices` (`caller_input` is the
+    /// A lowering of the caller's arrays `input` and `indices` (`caller_input` is the
     /// input's shape as the caller passed it, if not `input`'s) to the layouts `inp` and
-    /// `idx` (if not the views' own), made by inserting unit axes before the coordinates;
+    /// `idx` (if not the arrays' own), made by inserting unit axes before the coordinates;
     /// `remove` are the unit axes of the lowered output that the caller's output does not
     /// have, ascending.
     ///
-    /// Inlined, as the functions that make its views are: ndarray's `view()` returns a
-    /// view written in 8-byte stores, and a call that moved it on at once read it back in
-    /// 16-byte loads, which stall on store forwarding, four times per tiny call (W7 `_into`
-    /// 89-92 -> 84-85 ns, allocating 184-201 -> 168-174 ns, S4 88-95 -> 78 ns, alternating
-    /// runs on an AMD EPYC VM).
+    /// Inlined, as the functions that make its arguments are: an argument written in
+    /// 8-byte stores and moved on at once was read back in 16-byte loads, which stall on
+    /// store forwarding (with ndarray's views as arguments, four times per tiny call: W7
+    /// `_into` 89-92 -> 84-85 ns, allocating 184-201 -> 168-174 ns, S4 88-95 -> 78 ns,
+    /// alternating runs on an AMD EPYC VM).
     #[inline(always)]
     pub fn lowered(
         op: &'static str,
         caller_input: Option<Small<usize>>,
-        (input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
+        (input, indices): (Raw<'a, S>, Raw<'a, ViewRepr<&'a I>>),
         (inp, idx): (Option<Dims>, Option<Dims>),
         axes: &[usize],
         mode: IndexMode,
         remove: &[usize],
     ) -> Self {
         debug_assert!(remove.is_sorted(), "{op}: remove axes {remove:?} must ascend");
+        // (The lowered input may be a leading block of the caller's; the lowered indices
+        // of indices without elements stand at one element.)
         debug_assert!(
             inp.as_ref()
-                .is_none_or(|d| d.shape.iter().product::<usize>() == input.len())
+                .is_none_or(|d| d.shape.iter().product::<usize>() <= input.len())
         );
         debug_assert!(
             idx.as_ref()
-                .is_none_or(|d| d.shape.iter().product::<usize>() == indices.len())
+                .is_none_or(|d| indices.len() == 0 || d.shape.iter().product::<usize>() == indices.len())
         );
         Call {
             op,
@@ -445,7 +593,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
     ) -> Result<(), GatherError> {
         let input = Operand::new(self.inp(), self.input.as_ptr());
         let indices = Operand::new(self.idx(), self.indices.as_ptr());
-        // SAFETY: the plan was made from these layouts of these views; `out` by this
+        // SAFETY: the plan was made from these layouts of these arrays; `out` by this
         // function's contract.
         let task = unsafe { Task::new(loops, &plan.axes, input, indices, out, store) };
         let ran = match self.mode {
@@ -510,7 +658,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
         let dst = self.input.as_mut_ptr().cast_const();
         let dst = Operand::new(self.inp(), dst);
         let indices = Operand::new(self.idx(), self.indices.as_ptr());
-        // SAFETY: (both arms) the plan was made from these layouts of these views;
+        // SAFETY: (both arms) the plan was made from these layouts of these arrays;
         // `updates` has the caller's output shape (fitted above), so with the removed unit
         // axes put back the plan's; the destination is an exclusive borrow, so nothing
         // else reads or writes it, and `dst` comes from `as_mut_ptr`.
@@ -639,6 +787,39 @@ fn fault_in_huge_pages<A>(_: &mut Vec<A>) {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_arrays_read_as_ndarray_reads_them() {
+        use ndarray::{Array3, s};
+        let a = Array3::from_shape_fn((3, 4, 5), |(i, j, k)| (i * 100 + j * 10 + k) as i32);
+        let b = a.broadcast((2, 3, 4, 5)).expect("broadcast");
+        let empty = a.slice(s![.., 1..1, ..]);
+        let layouts: Vec<ArrayViewD<'_, i32>> = vec![
+            a.view().into_dyn(),
+            a.t().into_dyn(),
+            a.slice(s![..;-1, 1..;2, ..]).into_dyn(),
+            a.slice(s![.., 2..3, ..;3]).into_dyn(),
+            a.slice(s![1, .., 4]).into_dyn(),
+            b.into_dyn(),
+            empty.into_dyn(),
+            a.slice(s![1..2, .., ..]).into_dyn(),
+        ];
+        for v in &layouts {
+            let raw = Raw::of(&**v);
+            assert_eq!(
+                (raw.shape(), raw.strides(), raw.len()),
+                (v.shape(), v.strides(), v.len())
+            );
+            assert_eq!(
+                raw.is_standard_layout(),
+                v.is_standard_layout(),
+                "{:?}",
+                v.strides()
+            );
+            assert_eq!(raw.as_slice(), v.as_slice(), "{:?}", v.strides());
+            assert!(raw.iter().eq(v.iter()), "{:?}", v.strides());
+        }
+    }
 
     #[test]
     fn unit_axes_go_before_their_dimensions() {

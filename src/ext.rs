@@ -3,7 +3,7 @@
 use ndarray::{Array, ArrayBase, ArrayD, ArrayRef, Data, Dimension};
 
 use crate::axis::{AxisArg, TakeAxis};
-use crate::core::Call;
+use crate::core::{Call, Raw};
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode};
 use crate::lower::{self, Lowering};
@@ -385,12 +385,7 @@ where
         axes: &[usize],
         out: &mut ArrayRef<A, D>,
     ) -> Result<(), GatherError> {
-        let call = Call::multiaxis(
-            "gather_multiaxis_into",
-            self.view().into_dyn(),
-            indices.view().into_dyn(),
-            axes,
-        );
+        let call = Call::multiaxis("gather_multiaxis_into", Raw::of(self), Raw::of(indices), axes);
         call.gather_into(out)
     }
 
@@ -497,8 +492,7 @@ fn alloc<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(
     lowering: &Lowering,
     mode: IndexMode,
 ) -> Result<ArrayD<A>, GatherError> {
-    let views = (input.view().into_dyn(), indices.view().into_dyn());
-    lower::with_call(op, lowering, views, mode, |call| call.alloc())
+    lower::with_call(op, lowering, (input, indices), mode, |call| call.alloc())
 }
 
 /// Forwards to the [`ArrayRef`] implementation, so that `T: GatherExt<A, D>` bounds accept

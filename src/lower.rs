@@ -5,11 +5,11 @@
 //! Each function checks the library's own shape rules first, so its errors speak of the
 //! caller's shapes, then builds the layouts ([`Dims`]). None copies data, except `take`
 //! with no axis on an input whose layout cannot be flattened as a view. The input may be
-//! any view, shared (a gather) or mutable (the matching scatter's destination).
+//! borrowed shared (a gather) or mutably (the matching scatter's destination): a [`Raw`].
 
-use ndarray::{ArrayBase, ArrayViewD, Axis, IxDyn, RawData, ShapeBuilder, Slice};
+use ndarray::{ArrayRef, Dimension, IxDyn, RawData, ViewRepr};
 
-use crate::core::{Call, Dims};
+use crate::core::{Call, Dims, Raw};
 use crate::error::{GatherError, axis_range};
 use crate::index::{GatherIndex, IndexMode};
 use crate::small::Small;
@@ -39,7 +39,7 @@ impl Lowering {
         &self,
         op: &'static str,
         caller_input: Option<&[usize]>,
-        views: (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
+        views: (Raw<'a, S>, Raw<'a, ViewRepr<&'a I>>),
         zero: &'a [I; 1],
         mode: IndexMode,
     ) -> Result<Call<'a, S, I>, GatherError> {
@@ -56,27 +56,27 @@ impl Lowering {
     }
 }
 
-/// Lowers a gather of `input` (the caller's view) and runs `run` on the call: the one
+/// Lowers a gather of `input` (the caller's array) and runs `run` on the call: the one
 /// path of every allocating method and of the prepared gathers. (Inlined: see
 /// [`Call::lowered`].)
 #[inline(always)]
-pub(crate) fn with_call<A: Clone, I: GatherIndex, T>(
+pub(crate) fn with_call<A: Clone, D: Dimension, I: GatherIndex, E: Dimension, T>(
     op: &'static str,
     lowering: &Lowering,
-    (input, indices): (ArrayViewD<'_, A>, ArrayViewD<'_, I>),
+    (input, indices): (&ArrayRef<A, D>, &ArrayRef<I, E>),
     mode: IndexMode,
     run: impl for<'x> FnOnce(&Call<'x, ndarray::ViewRepr<&'x A>, I>) -> Result<T, GatherError>,
 ) -> Result<T, GatherError> {
     let zero = [I::ZERO];
     let flat;
     let (caller, input) = if *lowering == Lowering::Flat {
-        flat = flat_view(&input);
-        (Some(input.shape()), flat.view())
+        flat = flat_view(input);
+        (Some(input.shape()), Raw::of(&*flat))
     } else {
-        (None, input)
+        (None, Raw::of(input))
     };
     // (By reference: moving a call costs W7 a copy of its few hundred bytes.)
-    match lowering.call(op, caller, (input, indices), &zero, mode) {
+    match lowering.call(op, caller, (input, Raw::of(indices)), &zero, mode) {
         Ok(ref call) => run(call),
         Err(e) => Err(e),
     }
@@ -110,7 +110,7 @@ fn axis_out_of_bounds(op: &'static str, axis: isize, ndim: usize) -> GatherError
 /// The layout of `v` with `n` unit axes inserted before each of its dimensions `at`, for
 /// every `(at, n)` of `units` (ascending).
 #[inline(always)]
-fn with_units<S: RawData>(v: &ArrayBase<S, IxDyn>, units: &[(usize, usize)]) -> Dims {
+fn with_units<S: RawData>(v: &Raw<'_, S>, units: &[(usize, usize)]) -> Dims {
     Dims::with_units(v.shape(), v.strides(), units)
 }
 
@@ -153,7 +153,7 @@ fn batch_dims_error(
 pub(crate) fn batched<'a, S: RawData, I: GatherIndex>(
     op: &'static str,
     caller_input: Option<&[usize]>,
-    (input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
+    (input, indices): (Raw<'a, S>, Raw<'a, ViewRepr<&'a I>>),
     axis: isize,
     batch_dims: usize,
     mode: IndexMode,
@@ -196,7 +196,7 @@ pub(crate) fn batched<'a, S: RawData, I: GatherIndex>(
 /// axis (the leading block), then it is `gather_multiaxis` with `axes = [a]`.
 pub(crate) fn elements<'a, S: RawData, I: GatherIndex>(
     op: &'static str,
-    (mut input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
+    (input, indices): (Raw<'a, S>, Raw<'a, ViewRepr<&'a I>>),
     axis: isize,
 ) -> Result<Call<'a, S, I>, GatherError> {
     same_rank(op, input.shape(), indices.shape())?;
@@ -214,17 +214,30 @@ pub(crate) fn elements<'a, S: RawData, I: GatherIndex>(
             ),
         });
     }
-    let caller = off_axis()
+    // The leading block: the lengths off the axis cut to the indices' (the input's
+    // shape stays the caller's, which errors name).
+    let sliced = off_axis()
         .any(|d| indices.shape()[d] < input.shape()[d])
-        .then(|| Small::from(input.shape()));
-    for d in off_axis() {
-        input.slice_axis_inplace(Axis(d), Slice::from(..indices.shape()[d]));
-    }
+        .then(|| {
+            let shape = (0..input.ndim())
+                .map(|d| {
+                    if d == a {
+                        input.shape()[d]
+                    } else {
+                        indices.shape()[d]
+                    }
+                })
+                .collect();
+            Dims {
+                shape,
+                strides: Small::from(input.strides()),
+            }
+        });
     Ok(Call::lowered(
         op,
-        caller,
+        None,
         (input, indices),
-        (None, None),
+        (sliced, None),
         &[a],
         IndexMode::Raise,
         &[],
@@ -235,7 +248,7 @@ pub(crate) fn elements<'a, S: RawData, I: GatherIndex>(
 /// broadcast both ways.
 pub(crate) fn along_axis<'a, S: RawData, I: GatherIndex>(
     op: &'static str,
-    (input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
+    (input, indices): (Raw<'a, S>, Raw<'a, ViewRepr<&'a I>>),
     axis: isize,
 ) -> Result<Call<'a, S, I>, GatherError> {
     same_rank(op, input.shape(), indices.shape())?;
@@ -251,7 +264,7 @@ pub(crate) fn along_axis<'a, S: RawData, I: GatherIndex>(
 /// indices when `k = 0`.
 pub(crate) fn nd<'a, S: RawData, I: GatherIndex>(
     op: &'static str,
-    (input, indices): (ArrayBase<S, IxDyn>, ArrayViewD<'a, I>),
+    (input, indices): (Raw<'a, S>, Raw<'a, ViewRepr<&'a I>>),
     batch_dims: usize,
     zero: &'a [I; 1],
 ) -> Result<Call<'a, S, I>, GatherError> {
@@ -292,18 +305,16 @@ pub(crate) fn nd<'a, S: RawData, I: GatherIndex>(
     let inp = with_units(&input, &[(b + k, w - k), (r, 1)]);
     let (indices, idx) = if k == 0 {
         // No coordinates: the values are never read, only the shape counts, so a
-        // zero-stride view of one element stands in for them.
-        let mut shape = indices.shape()[..q - 1].to_vec();
-        shape.resize(big_r, 1);
-        let zeros = IxDyn(&vec![0; big_r]);
-        let zeros = ArrayViewD::from_shape(IxDyn(&shape).strides(zeros), &zero[..]).map_err(|_| {
-            GatherError::SizeOverflow {
-                op,
-                shape: shape.clone(),
-            }
-        })?;
-        let idx = with_units(&zeros, &[]);
-        (zeros, idx)
+        // zero-stride layout at one element stands in for them.
+        let shape: Small<usize> = indices.shape()[..q - 1]
+            .iter()
+            .copied()
+            .chain(std::iter::repeat_n(1, big_r - (q - 1)))
+            .collect();
+        let strides = shape.iter().map(|_| 0).collect();
+        // SAFETY: the indices have no elements (their last length is `k = 0`), and the
+        // lowered layout has only zero strides.
+        (unsafe { indices.at(zero.as_ptr()) }, Dims { shape, strides })
     } else {
         let idx = with_units(&indices, &[(q - 1, big_r - q)]);
         (indices, idx)
@@ -325,8 +336,8 @@ pub(crate) fn nd<'a, S: RawData, I: GatherIndex>(
 /// then a gather along axis 0. The flattening is a view whenever the layout allows (any
 /// standard-layout input, any 1-D view); otherwise the input is copied once in row-major
 /// order.
-pub(crate) fn flat_view<'a, A: Clone>(
-    input: &'a ndarray::ArrayRef<A, IxDyn>,
+pub(crate) fn flat_view<'a, A: Clone, D: Dimension>(
+    input: &'a ArrayRef<A, D>,
 ) -> ndarray::CowArray<'a, A, IxDyn> {
     let n = input.len();
     match input.to_shape((IxDyn(&[n]), ndarray::Order::RowMajor)) {

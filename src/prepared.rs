@@ -470,7 +470,6 @@ impl GatherPlan {
                 })
             };
         }
-        let input = input.view().into_dyn();
         with_positions!(&lowered.positions, p => lowered.call(OP, input, p, |call| call.alloc()))
     }
 
@@ -520,7 +519,6 @@ impl GatherPlan {
             // and is an exclusive borrow, so it aliases nothing.
             return unsafe { lowered.run_standard(OP, input, out.as_mut_ptr(), Store::Assign) };
         }
-        let input = input.view().into_dyn();
         with_positions!(&lowered.positions, p => lowered.call(OP, input, p, |call| call.gather_into(out)))
     }
 
@@ -554,7 +552,7 @@ impl GatherPlan {
         // (checked above), so the C-order strides and every offset along the axes do; C
         // strides are non-negative.
         let stand_in = unsafe { ArrayViewD::from_shape_ptr(IxDyn(input_shape), dangling) };
-        let views = (stand_in.view(), indices.view().into_dyn());
+        let views = (&*stand_in, indices);
         let (output_shape, found) = lower::with_call(op, &lowering, views, mode, |call| {
             let mut plan = call.empty_plan();
             call.plan(&mut plan, 1)?;
@@ -579,7 +577,7 @@ impl GatherPlan {
                 let indices_shape = indices.shape().to_vec();
                 // The same gather over the stand-in, with the positions as indices.
                 let standard = with_positions!(&positions, p => {
-                    let standard = lower_positions(op, (&lowering, &indices_shape), stand_in, p, standard)?;
+                    let standard = lower_positions(op, (&lowering, &indices_shape), &stand_in, p, standard)?;
                     fold_runs(standard, p)
                 });
                 How::Lowered(Box::new(Lowered {
@@ -742,10 +740,10 @@ impl Lowered {
 
     /// Lowers the plan's gather of `input` with the resolved `positions` (the plan's own)
     /// as indices and runs `run` on the call.
-    fn call<A: Clone, P: Position, T>(
+    fn call<A: Clone, D: Dimension, P: Position, T>(
         &self,
         op: &'static str,
-        input: ArrayViewD<'_, A>,
+        input: &ArrayRef<A, D>,
         positions: &ArrayD<P>,
         run: impl for<'x> FnOnce(&Call<'x, ndarray::ViewRepr<&'x A>, P>) -> Result<T, GatherError>,
     ) -> Result<T, GatherError> {
@@ -755,17 +753,17 @@ impl Lowered {
 
 /// `lowering` of `input` with the stored `positions`, broadcast back to the indices' shape,
 /// as indices; `run` runs the call.
-fn lower_positions<A: Clone, P: Position, T>(
+fn lower_positions<A: Clone, D: Dimension, P: Position, T>(
     op: &'static str,
     (lowering, indices_shape): (&Lowering, &[usize]),
-    input: ArrayViewD<'_, A>,
+    input: &ArrayRef<A, D>,
     positions: &ArrayD<P>,
     run: impl for<'x> FnOnce(&Call<'x, ndarray::ViewRepr<&'x A>, P>) -> Result<T, GatherError>,
 ) -> Result<T, GatherError> {
     let positions = positions
         .broadcast(IxDyn(indices_shape))
         .ok_or_else(|| internal(op, "the stored positions do not broadcast to the indices"))?;
-    lower::with_call(op, lowering, (input, positions), IndexMode::Raise, run)
+    lower::with_call(op, lowering, (input, &*positions), IndexMode::Raise, run)
 }
 
 /// The loops (for a C-order output) and axis terms of `call` over a C-order stand-in.

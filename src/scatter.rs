@@ -3,7 +3,7 @@
 use ndarray::{ArrayBase, ArrayRef, DataMut, Dimension};
 
 use crate::axis::AxisArg;
-use crate::core::Fit;
+use crate::core::{Fit, Raw};
 use crate::error::GatherError;
 use crate::ext::private;
 use crate::index::{GatherIndex, IndexMode};
@@ -311,7 +311,7 @@ where
     R: Reducer<A>,
 {
     let zero = [I::ZERO];
-    let views = (dest.view_mut().into_dyn(), indices.view().into_dyn());
+    let views = (Raw::of_mut(dest), Raw::of(indices));
     // (By reference: moving a call costs S4 a copy of its few hundred bytes.)
     match lowering.call(op, None, views, &zero, IndexMode::Raise) {
         Ok(ref mut call) => call.scatter(updates.view().into_dyn(), fit, reducer),

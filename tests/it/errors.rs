@@ -1,6 +1,6 @@
 //! One test per error: the variant, and a message that names the values.
 
-use ndarray::{Array, Array2, ArrayD, IxDyn, arr0, array};
+use ndarray::{Array, Array2, ArrayD, IxDyn, arr0, array, s};
 use ndarray_gather::prelude::*;
 
 fn msg(e: &GatherError) -> String {
@@ -130,6 +130,19 @@ fn index_out_of_bounds_names_value_position_axis_and_length() {
     let e = a.gather_nd(&array![[0_i64, 1], [1, 3]], 0).unwrap_err();
     assert!(
         matches!(e, GatherError::IndexOutOfBounds { index: 3, axis: 1, axis_len: 3, ref position, .. } if position == &vec![1, 1])
+    );
+    // The first bad index in the indices' logical row-major order, not in memory order,
+    // for indices in any layout.
+    let ix = array![[0_i64, 5], [1, 2], [9, 0]];
+    let e = a.gather_multiaxis(&ix.t(), &[1]).unwrap_err();
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: 9, ref position, .. } if position == &vec![0, 2]),
+        "{e}"
+    );
+    let e = a.gather(&ix.slice(s![..;-1, ..]), 1).unwrap_err();
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: 9, ref position, .. } if position == &vec![0, 0]),
+        "{e}"
     );
     // Unsigned values above i64::MAX are positive.
     let e = a.gather(&array![u64::MAX], 1).unwrap_err();
