@@ -8,7 +8,7 @@
 use std::marker::PhantomData;
 use std::sync::Mutex;
 
-use ndarray::{ArrayD, ArrayRef, ArrayViewD, Axis, Dimension, IxDyn, RawData, ShapeBuilder, ViewRepr};
+use ndarray::{ArrayD, ArrayRef, Axis, Dimension, IxDyn, RawData, ShapeBuilder, ViewRepr};
 
 use crate::error::{GatherError, internal};
 use crate::index::{Clip, GatherIndex, IndexMode, Raise, Resolve, Wrap, resolve};
@@ -620,37 +620,41 @@ pub(crate) enum Fit {
 impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I> {
     /// Scatters `updates` into the input through `reducer`: every error (shapes, axes,
     /// indices) is found before the first write.
-    pub fn scatter<R: Reducer<A>>(
+    pub fn scatter<E: Dimension, R: Reducer<A>>(
         &mut self,
-        updates: ArrayViewD<'_, A>,
+        updates: &ArrayRef<A, E>,
         fit: Fit,
         reducer: R,
     ) -> Result<(), GatherError> {
         let mut plan = self.empty_plan();
         self.plan(&mut plan, size_of::<A>())?;
-        // Updates of the very shape fit every way (and need no new view).
+        // Updates of the very shape fit every way, read in place; others through a
+        // view that fits them.
+        let (view, fitted);
         let updates = if self.is_final_shape(&plan.out_shape, updates.shape()) {
-            updates
+            Raw::of(updates)
         } else {
             let expected = self.final_shape(&plan.out_shape);
-            let fitted = match fit {
+            view = updates.view().into_dyn();
+            let fits = match fit {
                 Fit::Exact => None,
-                Fit::Leading => (updates.ndim() == expected.len()
-                    && updates.shape().iter().zip(&*expected).all(|(u, e)| u >= e))
+                Fit::Leading => (view.ndim() == expected.len()
+                    && view.shape().iter().zip(&*expected).all(|(u, e)| u >= e))
                 .then(|| {
-                    let mut v = updates.view();
+                    let mut v = view.view();
                     for (d, &n) in expected.iter().enumerate() {
                         v.slice_axis_inplace(Axis(d), ndarray::Slice::from(..n));
                     }
                     v
                 }),
-                Fit::Broadcast => updates.broadcast(IxDyn(&expected)),
+                Fit::Broadcast => view.broadcast(IxDyn(&expected)),
             };
-            fitted.ok_or_else(|| GatherError::UpdatesShape {
+            fitted = fits.ok_or_else(|| GatherError::UpdatesShape {
                 op: self.op,
                 expected: expected.to_vec(),
-                found: updates.shape().to_vec(),
-            })?
+                found: view.shape().to_vec(),
+            })?;
+            Raw::of(&*fitted)
         };
         if plan.out_len == 0 {
             return Ok(());
@@ -790,7 +794,7 @@ mod tests {
 
     #[test]
     fn raw_arrays_read_as_ndarray_reads_them() {
-        use ndarray::{Array3, s};
+        use ndarray::{Array3, ArrayViewD, s};
         let a = Array3::from_shape_fn((3, 4, 5), |(i, j, k)| (i * 100 + j * 10 + k) as i32);
         let b = a.broadcast((2, 3, 4, 5)).expect("broadcast");
         let empty = a.slice(s![.., 1..1, ..]);

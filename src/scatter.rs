@@ -314,7 +314,7 @@ where
     let views = (Raw::of_mut(dest), Raw::of(indices));
     // (By reference: moving a call costs S4 a copy of its few hundred bytes.)
     match lowering.call(op, None, views, &zero, IndexMode::Raise) {
-        Ok(ref mut call) => call.scatter(updates.view().into_dyn(), fit, reducer),
+        Ok(ref mut call) => call.scatter(updates, fit, reducer),
         Err(e) => Err(e),
     }
 }
