@@ -150,6 +150,24 @@ impl<'a, A> Raw<'a, ViewRepr<&'a A>> {
     }
 }
 
+impl<'a> Raw<'a, ViewRepr<&'a ()>> {
+    /// Elements of `()` at a dangling pointer, laid out by `shape` and `strides`.
+    ///
+    /// # Safety
+    /// The product of `shape`'s non-zero lengths fits in `isize`, and so does every
+    /// offset the layout forms (an element of `()` takes no memory, so every one of them
+    /// lies at the dangling pointer).
+    #[inline]
+    pub unsafe fn at_dangling(shape: &'a [usize], strides: &'a [isize]) -> Self {
+        Raw {
+            ptr: std::ptr::NonNull::<()>::dangling().as_ptr(),
+            shape,
+            strides,
+            borrow: PhantomData,
+        }
+    }
+}
+
 impl<'a, A> Raw<'a, ViewRepr<&'a mut A>> {
     /// An exclusive borrow of `a`'s elements (its shape and strides are read, shared).
     #[inline(always)]

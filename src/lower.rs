@@ -65,9 +65,8 @@ pub(crate) fn with_call<A: Clone, D: Dimension, I: GatherIndex, E: Dimension, T>
     lowering: &Lowering,
     (input, indices): (&ArrayRef<A, D>, &ArrayRef<I, E>),
     mode: IndexMode,
-    run: impl for<'x> FnOnce(&Call<'x, ndarray::ViewRepr<&'x A>, I>) -> Result<T, GatherError>,
+    run: impl for<'x> FnOnce(&Call<'x, ViewRepr<&'x A>, I>) -> Result<T, GatherError>,
 ) -> Result<T, GatherError> {
-    let zero = [I::ZERO];
     let flat;
     let (caller, input) = if *lowering == Lowering::Flat {
         flat = flat_view(input);
@@ -75,8 +74,68 @@ pub(crate) fn with_call<A: Clone, D: Dimension, I: GatherIndex, E: Dimension, T>
     } else {
         (None, Raw::of(input))
     };
+    let zero = [I::ZERO];
+    run_lowered(
+        op,
+        (lowering, caller),
+        (input, Raw::of(indices)),
+        (mode, &zero),
+        run,
+    )
+}
+
+/// [`with_call`] over a stand-in for an input of `shape`: elements of `()` in C order
+/// (a plan's input, whose elements are never read), made without ndarray.
+#[inline(always)]
+pub(crate) fn with_stand_in<I: GatherIndex, E: Dimension, T>(
+    op: &'static str,
+    lowering: &Lowering,
+    (shape, indices): (&[usize], &ArrayRef<I, E>),
+    mode: IndexMode,
+    run: impl for<'x> FnOnce(&Call<'x, ViewRepr<&'x ()>, I>) -> Result<T, GatherError>,
+) -> Result<T, GatherError> {
+    let flat = [shape.iter().product::<usize>()];
+    let (caller, shape) = if *lowering == Lowering::Flat {
+        (Some(shape), &flat[..])
+    } else {
+        (None, shape)
+    };
+    // ndarray's C-order strides: all zero for an empty array.
+    let mut strides: Small<isize> = shape.iter().map(|_| 0).collect();
+    if !shape.contains(&0) {
+        let mut step = 1isize;
+        for (s, &n) in strides.iter_mut().zip(shape).rev() {
+            *s = step;
+            step = step.wrapping_mul(n as isize);
+        }
+    }
+    // SAFETY: an element of `()` takes no memory, so every element of any shape lies at
+    // the dangling (non-null, aligned) pointer, and offsetting it by any count moves it
+    // by zero bytes.
+    let input = unsafe { Raw::at_dangling(shape, &strides) };
+    let zero = [I::ZERO];
+    run_lowered(
+        op,
+        (lowering, caller),
+        (input, Raw::of(indices)),
+        (mode, &zero),
+        run,
+    )
+}
+
+/// Lowers the gather of `arrays` (`caller` is the input's shape as the caller passed it,
+/// if not the input's; `zero` stands in for indices without coordinates) and runs `run`
+/// on the call.
+#[inline(always)]
+fn run_lowered<'a, S: RawData, I: GatherIndex, T>(
+    op: &'static str,
+    (lowering, caller): (&Lowering, Option<&[usize]>),
+    arrays: (Raw<'a, S>, Raw<'a, ViewRepr<&'a I>>),
+    (mode, zero): (IndexMode, &'a [I; 1]),
+    run: impl FnOnce(&Call<'a, S, I>) -> Result<T, GatherError>,
+) -> Result<T, GatherError> {
     // (By reference: moving a call costs W7 a copy of its few hundred bytes.)
-    match lowering.call(op, caller, (input, Raw::of(indices)), &zero, mode) {
+    match lowering.call(op, caller, arrays, zero, mode) {
         Ok(ref call) => run(call),
         Err(e) => Err(e),
     }
