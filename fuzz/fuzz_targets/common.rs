@@ -128,8 +128,11 @@ fn shapes_and_indices<I: Copy>(
     let in_shape = dims(&input.input_shape);
     let idx_shape = dims(&input.indices_shape);
     let count: usize = idx_shape.iter().product::<usize>().max(1);
-    // An output is at most (indices) x (input) elements: keep every run fast.
-    if count > 4096 || count * in_shape.iter().product::<usize>() > 1 << 18 {
+    // An output is at most (indices) x (input) elements: keep every run fast. Lengths 0
+    // count as 1: indices of `gather_nd` without coordinates (last length 0) still make
+    // an output as large as the other lengths say.
+    let bound: usize = idx_shape.iter().map(|&n| n.max(1)).product();
+    if bound > 4096 || bound * in_shape.iter().product::<usize>() > 1 << 18 {
         return None;
     }
     let values: Vec<I> = (0..count)
@@ -291,6 +294,12 @@ where
         (Ok(t), _) | (Err(_), Ok(t)) => t.shape().to_vec(),
         (Err(_), Err(_)) => idx_shape.clone(),
     };
+    // A stepped layout doubles every length of the storage behind the updates: up to 11
+    // dimensions (`gather_nd` without coordinates) made 2048x the output's 2^18 elements.
+    let stored = upd_shape.iter().product::<usize>() << upd_shape.len().min(32);
+    if matches!(input.input_layout, Layout::Stepped) && stored > 1 << 22 {
+        return;
+    }
 
     let u = Held::new(&upd_shape, input.input_layout, |p| (p % 7) as i64 + 1);
     let uv = u.view();
