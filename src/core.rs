@@ -117,6 +117,21 @@ impl<'a, A> Raw<'a, ViewRepr<&'a A>> {
         }
     }
 
+    /// The same borrow for a shorter `'b`. (`Raw` is invariant in `S`, through its
+    /// pointer to `S::Elem`, so this does not happen by itself.)
+    #[inline(always)]
+    pub fn shorten<'b>(self) -> Raw<'b, ViewRepr<&'b A>>
+    where
+        'a: 'b,
+    {
+        Raw {
+            ptr: self.ptr,
+            shape: self.shape,
+            strides: self.strides,
+            borrow: PhantomData,
+        }
+    }
+
     /// The elements as a slice, in row-major order, when the layout is standard.
     pub fn as_slice(&self) -> Option<&'a [A]> {
         // SAFETY: a standard layout's elements are the `len` elements from `ptr` on.
@@ -755,6 +770,13 @@ pub(crate) fn default_strides(shape: &[usize]) -> IxDyn {
     };
     c_order(shape, s);
     IxDyn(s)
+}
+
+/// ndarray's C-order strides for `shape`, signed (all zero for an empty array).
+pub(crate) fn c_strides(shape: &[usize]) -> Small<isize> {
+    let mut strides: Small<usize> = shape.iter().map(|_| 0).collect();
+    c_order(shape, &mut strides);
+    strides.iter().map(|&s| s as isize).collect()
 }
 
 /// Writes ndarray's C-order strides for `shape` into `strides` (of the same length).

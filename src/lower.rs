@@ -9,7 +9,7 @@
 
 use ndarray::{ArrayRef, Dimension, IxDyn, RawData, ViewRepr};
 
-use crate::core::{Call, Dims, Raw};
+use crate::core::{Call, Dims, Raw, c_strides};
 use crate::error::{GatherError, axis_range};
 use crate::index::{GatherIndex, IndexMode};
 use crate::small::Small;
@@ -74,14 +74,7 @@ pub(crate) fn with_call<A: Clone, D: Dimension, I: GatherIndex, E: Dimension, T>
     } else {
         (None, Raw::of(input))
     };
-    let zero = [I::ZERO];
-    run_lowered(
-        op,
-        (lowering, caller),
-        (input, Raw::of(indices)),
-        (mode, &zero),
-        run,
-    )
+    run_lowered(op, (lowering, caller), (input, indices), mode, run)
 }
 
 /// [`with_call`] over a stand-in for an input of `shape`: elements of `()` in C order
@@ -100,42 +93,28 @@ pub(crate) fn with_stand_in<I: GatherIndex, E: Dimension, T>(
     } else {
         (None, shape)
     };
-    // ndarray's C-order strides: all zero for an empty array.
-    let mut strides: Small<isize> = shape.iter().map(|_| 0).collect();
-    if !shape.contains(&0) {
-        let mut step = 1isize;
-        for (s, &n) in strides.iter_mut().zip(shape).rev() {
-            *s = step;
-            step = step.wrapping_mul(n as isize);
-        }
-    }
+    let strides = c_strides(shape);
     // SAFETY: an element of `()` takes no memory, so every element of any shape lies at
     // the dangling (non-null, aligned) pointer, and offsetting it by any count moves it
     // by zero bytes.
     let input = unsafe { Raw::at_dangling(shape, &strides) };
-    let zero = [I::ZERO];
-    run_lowered(
-        op,
-        (lowering, caller),
-        (input, Raw::of(indices)),
-        (mode, &zero),
-        run,
-    )
+    run_lowered(op, (lowering, caller), (input, indices), mode, run)
 }
 
-/// Lowers the gather of `arrays` (`caller` is the input's shape as the caller passed it,
-/// if not the input's; `zero` stands in for indices without coordinates) and runs `run`
-/// on the call.
+/// Lowers the gather of `input` and `indices` (`caller` is the input's shape as the
+/// caller passed it, if not the input's) and runs `run` on the call.
 #[inline(always)]
-fn run_lowered<'a, S: RawData, I: GatherIndex, T>(
+fn run_lowered<'a, A, I: GatherIndex, E: Dimension, T>(
     op: &'static str,
     (lowering, caller): (&Lowering, Option<&[usize]>),
-    arrays: (Raw<'a, S>, Raw<'a, ViewRepr<&'a I>>),
-    (mode, zero): (IndexMode, &'a [I; 1]),
-    run: impl FnOnce(&Call<'a, S, I>) -> Result<T, GatherError>,
+    (input, indices): (Raw<'a, ViewRepr<&'a A>>, &'a ArrayRef<I, E>),
+    mode: IndexMode,
+    run: impl for<'x> FnOnce(&Call<'x, ViewRepr<&'x A>, I>) -> Result<T, GatherError>,
 ) -> Result<T, GatherError> {
+    // Stands in for the indices of a `gather_nd` without coordinates.
+    let zero = [I::ZERO];
     // (By reference: moving a call costs W7 a copy of its few hundred bytes.)
-    match lowering.call(op, caller, arrays, zero, mode) {
+    match lowering.call(op, caller, (input.shorten(), Raw::of(indices)), &zero, mode) {
         Ok(ref call) => run(call),
         Err(e) => Err(e),
     }
