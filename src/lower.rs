@@ -12,6 +12,7 @@ use ndarray::{ArrayRef, Dimension, IxDyn, RawData, ViewRepr};
 use crate::core::{Call, Dims, Raw, c_strides};
 use crate::error::{GatherError, axis_range};
 use crate::index::{GatherIndex, IndexMode};
+use crate::plan::checked_len;
 use crate::small::Small;
 
 /// Which method a call lowers, with its arguments: the one dispatch shared by the gather
@@ -78,7 +79,9 @@ pub(crate) fn with_call<A: Clone, D: Dimension, I: GatherIndex, E: Dimension, T>
 }
 
 /// [`with_call`] over a stand-in for an input of `shape`: elements of `()` in C order
-/// (a plan's input, whose elements are never read), made without ndarray.
+/// (a plan's input, whose elements are never read), made without ndarray. A shape no
+/// ndarray array can have (its non-zero lengths' product past `isize::MAX`) is
+/// [`GatherError::SizeOverflow`].
 #[inline(always)]
 pub(crate) fn with_stand_in<I: GatherIndex, E: Dimension, T>(
     op: &'static str,
@@ -87,6 +90,15 @@ pub(crate) fn with_stand_in<I: GatherIndex, E: Dimension, T>(
     mode: IndexMode,
     run: impl for<'x> FnOnce(&Call<'x, ViewRepr<&'x ()>, I>) -> Result<T, GatherError>,
 ) -> Result<T, GatherError> {
+    // ndarray's bound on a shape, which keeps the C-order strides and every offset
+    // along the axes in `isize`.
+    let nonzero: Small<usize> = shape.iter().copied().filter(|&n| n != 0).collect();
+    if checked_len(&nonzero, 1).is_none() {
+        return Err(GatherError::SizeOverflow {
+            op,
+            shape: shape.to_vec(),
+        });
+    }
     let flat = [shape.iter().product::<usize>()];
     let (caller, shape) = if *lowering == Lowering::Flat {
         (Some(shape), &flat[..])
@@ -94,9 +106,10 @@ pub(crate) fn with_stand_in<I: GatherIndex, E: Dimension, T>(
         (None, shape)
     };
     let strides = c_strides(shape);
-    // SAFETY: an element of `()` takes no memory, so every element of any shape lies at
-    // the dangling (non-null, aligned) pointer, and offsetting it by any count moves it
-    // by zero bytes.
+    // SAFETY: the shape's non-zero lengths multiply within `isize` (checked above), and
+    // an element of `()` takes no memory, so every element of any shape lies at the
+    // dangling (non-null, aligned) pointer, and offsetting it by any count moves it by
+    // zero bytes.
     let input = unsafe { Raw::at_dangling(shape, &strides) };
     run_lowered(op, (lowering, caller), (input, indices), mode, run)
 }
