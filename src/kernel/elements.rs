@@ -68,7 +68,7 @@ const CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1024 };
 /// chunks of [`CHUNK_BYTES`], each share was 2 KiB, asked for at once: P3 1.27-1.30 ->
 /// 1.21-1.24 ms, fastest tenth, alternating runs on the AMD EPYC VM (chunks of 64 and
 /// 256 elements: no better than 1.25 ms, and W3 slower).
-const ROW_CHUNK: usize = if cfg!(miri) { 8 } else { 128 };
+pub(super) const ROW_CHUNK: usize = if cfg!(miri) { 8 } else { 128 };
 
 /// One gathered axis over a run of contiguous output elements.
 #[derive(Clone, Copy)]
@@ -89,6 +89,20 @@ pub(super) struct Axis1<A> {
 /// a longer row would not stay in the cache until its turn. (Measured on W3's 8 KiB rows
 /// only: the bound is a guess at twice L1, well inside L2.)
 const NEXT_ROW_BYTES: usize = 64 << 10;
+
+/// The bytes of the next lane's row that each chunk of [`ROW_CHUNK`] positions of a row
+/// lane asks for: a lane of `positions` positions that reads (or, scattering, writes) a
+/// contiguous row of `row_len` elements of `A`, the next lane's row `next` elements on.
+/// 0 (nothing to ask for) where no next row is known, the row is too long to stay in
+/// the cache until its turn, or the lane touches too few of its lines to need it.
+pub(super) fn next_row_share<A>(row_len: usize, positions: usize, next: isize) -> usize {
+    let row_bytes = row_len * size_of::<A>();
+    if next != 0 && row_bytes <= NEXT_ROW_BYTES && 2 * positions >= row_len {
+        row_bytes.div_ceil(positions.div_ceil(ROW_CHUNK).max(1))
+    } else {
+        0
+    }
+}
 
 impl<A: Clone> Axis1<A> {
     /// Fills `out` from `idx` with the variant `isa`; `false` if an index was out of range
@@ -191,9 +205,8 @@ impl<A: Clone> Axis1<A> {
         // 3.07-3.22 -> 1.75-1.99 ms, its plan 2.39-2.57 -> 1.32-1.36 ms on an AMD EPYC
         // VM, alternating runs; a 1-thread loop outside the crate 6.1 -> 2.9 ms, 5.5 ms
         // with the whole row asked for at once, 3.4 ms into L2 only).
-        let row_bytes = len * size_of::<A>();
-        let share = if row && next != 0 && row_bytes <= NEXT_ROW_BYTES && 2 * total >= len {
-            row_bytes.div_ceil(total.div_ceil(chunk).max(1))
+        let share = if row {
+            next_row_share::<A>(len, total, next)
         } else {
             0
         };

@@ -672,6 +672,54 @@ fn block_scatters_in_place_match_a_plain_loop() {
     }
 }
 
+/// Elements scattered along the last axis (`scatter_elements`, S2's GatherElements
+/// backward): every lane writes one contiguous row at random, in chunks that each ask for
+/// a share of the next lane's row. Rows longer than a chunk with a remainder (300
+/// natively against chunks of 128; 21 against 8 under Miri), into a destination large
+/// enough to be split between threads and into a small one (scattered into a copy by one
+/// part), forwards and reversed along the axis: `Add` sums duplicates in row-major order
+/// and `Replace` keeps the last, the bits of a plain loop on 1 and 3 threads.
+#[test]
+fn rows_of_elements_match_a_plain_loop() {
+    let (width, large) = if cfg!(miri) { (21, 12) } else { (300, 1000) };
+    for rows in [3, large] {
+        let ids = Array::from_shape_fn((rows, width), |(i, j)| ((i * 7 + j * j * 13) % width) as i64);
+        let upd = Array::from_shape_fn((rows, width), |(i, j)| (i * width + j) as f32 * 0.37);
+        let start = Array::from_shape_fn((rows, width), |(i, j)| (i + 2 * j) as f32);
+        for reversed in [false, true] {
+            // Column `c` of the destination as scattered is column `col(c)` of `start`.
+            let col = |c: usize| if reversed { width - 1 - c } else { c };
+            for add in [false, true] {
+                let got = both_natively(|| {
+                    let mut t = start.clone();
+                    if reversed {
+                        t.invert_axis(Axis(1));
+                    }
+                    if add {
+                        t.scatter_elements(&ids, &upd, 1, Add).unwrap();
+                    } else {
+                        t.scatter_elements(&ids, &upd, 1, Replace).unwrap();
+                    }
+                    if reversed {
+                        t.invert_axis(Axis(1));
+                    }
+                    t.mapv(f32::to_bits)
+                });
+                let mut want = start.clone();
+                for ((i, j), &u) in upd.indexed_iter() {
+                    let d = &mut want[[i, col(ids[[i, j]] as usize)]];
+                    *d = if add { *d + u } else { u };
+                }
+                assert_eq!(
+                    got,
+                    want.mapv(f32::to_bits),
+                    "{rows} rows, reversed {reversed}, add {add}"
+                );
+            }
+        }
+    }
+}
+
 /// Scatters of one broadcast value (histograms) into a small destination with more
 /// positions than elements run as counts and replays: the bits of a plain loop that
 /// applies the updates one at a time, on 1 and 3 threads, through one axis (elements, with
