@@ -815,7 +815,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         if let ([a], false) = (t.axes, needs_drop::<A>()) {
             // One gathered axis (scatter, scatter_elements, put_along_axis), the loop
             // invariants hoisted.
-            let (dst, reducer) = (self.dst, self.reducer);
+            // The axis term by value: through the reference, its length and stride were
+            // loaded again for every update (the stores might have changed them).
+            let (a, dst, reducer) = (*a, self.dst, self.reducer);
             let (idx, upd) = (
                 t.idx.wrapping_offset(at.idx + a.comp),
                 t.upd.wrapping_offset(at.out),
@@ -850,8 +852,10 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
             let next_row = dst.wrapping_offset(at.inp + next).cast::<u8>();
             let chunks = (first..last).step_by(ROW_CHUNK).enumerate();
             let chunks = chunks.map(|(c, i)| (c, i as isize..(i + ROW_CHUNK).min(last) as isize));
-            if lo <= t.span.0 && t.span.1 < hi {
-                // One part owns everything: no ownership test at all.
+            let reach = (at.inp + t.lane_reach.0, at.inp + t.lane_reach.1);
+            if lo <= reach.0 && reach.1 < hi {
+                // This part owns every destination the lane can reach (the whole
+                // destination, or the lane's row): no ownership test at all.
                 for (c, range) in chunks {
                     if share > 0 {
                         prefetch_block(next_row.wrapping_add(c * share), share);
