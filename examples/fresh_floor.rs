@@ -1,17 +1,27 @@
 //! What a fresh output costs on this machine before any gather writes into it: lower
-//! bounds for the allocating calls of W1 (a 32 MiB output) and of W7 / P7 (six `f32`s
-//! returned as an `ArrayD`).
+//! bounds for the allocating calls of W1 and W8 (32 MiB outputs) and of W7 / P7 (six
+//! `f32`s returned as an `ArrayD`).
 //!
 //! Prints the fastest tenth of many runs of
-//! - W1, 32 MiB of `f32`:
+//! - W1, a 32 MiB output of `f32` (1 KiB rows):
 //!   - `memcpy`: one thread copying 32 MiB into a reused buffer (the issue's yardstick);
+//!   - `memcpy 2T`: two threads each copying half into the reused buffer, and `memcpy
+//!     2T, fresh` into a new buffer faulted in as below: what a fresh output adds to
+//!     a call that writes at the speed of a copy;
 //!   - `fill reused`: one thread filling a reused 32 MiB buffer;
 //!   - `fill fresh`: a new 32 MiB buffer, backed by huge pages and faulted in as the
 //!     crate's allocating calls do (Linux: `MADV_HUGEPAGE`, `MADV_POPULATE_WRITE`), filled
 //!     once and freed, nothing read: the least any call that returns a new 32 MiB array
 //!     can take here;
+//!   - `populate fresh`: the same buffer faulted in and freed, never filled: the kernel
+//!     zeroing its pages, which no call that returns a new 32 MiB array escapes (glibc
+//!     maps every allocation of 32 MiB afresh);
 //!   - `fill fresh, 4 KiB pages`: the same with a plain allocation (`vec![1.5; n]`);
 //!   - the crate's W1 `gather_multiaxis_into` and allocating `gather`;
+//! - W8, a 32 MiB output of 64-byte points read at random: the crate's `_into` and
+//!   allocating calls, against their target;
+//! - the floors of both allocating calls: their `_into` time plus what a fresh output
+//!   adds to a 2-thread copy (`memcpy 2T, fresh` less `memcpy 2T`);
 //! - W7 and P7, a 2 x 3 output:
 //!   - `Vec`: six `f32`s cloned from a slice into a new `Vec`, freed;
 //!   - `Array2`, `ArrayD`: the same `Vec` made an array (the `ArrayD` with given strides
@@ -45,6 +55,16 @@ fn fastest_tenth(runs: usize, batch: usize, mut f: impl FnMut()) -> f64 {
     times[runs / 10]
 }
 
+/// `src` copied into `dst` (of the same length) by two threads, one half each.
+fn copy_halves(dst: &mut [f32], src: &[f32]) {
+    let (d0, d1) = dst.split_at_mut(dst.len() / 2);
+    let (s0, s1) = src.split_at(d0.len());
+    std::thread::scope(|s| {
+        s.spawn(|| d1.copy_from_slice(s1));
+        d0.copy_from_slice(s0);
+    });
+}
+
 /// A new buffer of `n` elements, backed by huge pages and faulted in as the crate's
 /// allocating calls back their outputs of 4 MiB and more.
 #[cfg(target_os = "linux")]
@@ -74,6 +94,20 @@ fn main() {
     let row = |what: &str, ns: f64| println!("{what:24}{:8.2}{:10.2}", ns / 1e6, ns / memcpy);
     println!("W1, 32 MiB output            ms  x memcpy");
     row("memcpy 1T", memcpy);
+    let memcpy2 = fastest_tenth(40, 1, || copy_halves(&mut dst, black_box(&src)));
+    row("memcpy 2T", memcpy2);
+    #[cfg(target_os = "linux")]
+    let fresh2 = {
+        let ns = fastest_tenth(40, 1, || {
+            let mut v = fresh_huge(n);
+            // SAFETY: `copy_halves` writes all `n` elements before anything reads them.
+            unsafe { v.set_len(n) };
+            copy_halves(&mut v, black_box(&src));
+            black_box(&v);
+        });
+        row("memcpy 2T, fresh", ns);
+        ns
+    };
     row("fill reused", fastest_tenth(40, 1, || dst.fill(black_box(1.5))));
     #[cfg(target_os = "linux")]
     row(
@@ -83,6 +117,11 @@ fn main() {
             v.resize(n, black_box(1.5));
             black_box(&v);
         }),
+    );
+    #[cfg(target_os = "linux")]
+    row(
+        "populate fresh",
+        fastest_tenth(40, 1, || drop(black_box(fresh_huge(n)))),
     );
     let plain = || drop(black_box(vec![black_box(1.5f32); n]));
     row("fill fresh, 4 KiB pages", fastest_tenth(10, 1, plain));
@@ -97,7 +136,31 @@ fn main() {
         "(target: allocating <= _into + memcpy 1T = {:.2} ms)",
         (into + memcpy) / 1e6
     );
-    drop((w1, src, dst));
+    let w1_into = into;
+    drop(w1);
+    let mut w8 = workloads::build("W8_multiaxis");
+    let into = fastest_tenth(40, 1, &mut w8.into);
+    row("W8 _into", into);
+    row(
+        "W8 allocating",
+        fastest_tenth(40, 1, || drop(black_box((w8.alloc)()))),
+    );
+    println!("(target: allocating <= 1.5 x _into = {:.2} ms)", 1.5 * into / 1e6);
+    #[cfg(target_os = "linux")]
+    {
+        println!(
+            "floors: a new 32 MiB output written on two threads at the speed of a copy \
+             (memcpy 2T, fresh) takes {:.2} ms, {:.2} ms more than a reused one;",
+            fresh2 / 1e6,
+            (fresh2 - memcpy2) / 1e6
+        );
+        println!(
+            "  W1 _into + that = {:.2} ms, W8 _into + that = {:.2} ms",
+            (w1_into + fresh2 - memcpy2) / 1e6,
+            (into + fresh2 - memcpy2) / 1e6
+        );
+    }
+    drop((w8, src, dst));
 
     let six = [0f32, 1., 2., 10., 11., 12.];
     let strides = IxDyn(&[3, 1]);
