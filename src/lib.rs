@@ -57,10 +57,10 @@
 //! Inputs, indices and outputs may have any strides: C or Fortran order, transposed,
 //! stepped, reversed, or broadcast with zero strides. Broadcasting is never materialized.
 //! Runs that are contiguous in both input and output are copied as slices. A gather
-//! that writes 16 MiB or more, too much to stay in the caches, copies such runs of two
-//! cache lines or more with streaming (non-temporal) stores on x86-64 CPUs with AVX, for
-//! elements without drop glue whose size divides 64 bytes: its output's lines are then in
-//! memory, not in the caches.
+//! that writes 16 MiB or more, too much to stay in the caches, copies such runs of 1 KiB
+//! or more (or of four whole cache lines or more, from a line boundary) with streaming
+//! (non-temporal) stores on x86-64 CPUs with AVX, for elements without drop glue whose
+//! size divides 64 bytes: those lines of its output are then in memory, not in the caches.
 //!
 //! With the default `rayon` feature, gathers moving more than about 2 MiB run on the
 //! calling thread and the rayon pool together (inside `ThreadPool::install`, that pool);

@@ -430,7 +430,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         // SAFETY: by the contract above.
         unsafe {
             #[cfg(all(target_arch = "x86_64", not(miri)))]
-            if self.stream && l.inp == 1 && l.out == 1 {
+            if self.stream && l.inp == 1 && l.out == 1 && stream::pays(out.add(first), last - first) {
                 // (`Task::new` checked that the elements stream: no drop glue.)
                 stream::clone_run(out.add(first), src.add(first), last - first);
                 *written += last - first;

@@ -25,6 +25,16 @@ pub(super) fn streams<A>() -> bool {
     !std::mem::needs_drop::<A>() && size > 0 && 64 % size == 0
 }
 
+/// Whether a run of `n` elements at `dst` pays for streaming: a run of 1 KiB or more, or
+/// one of whole lines (at least four). The partial lines at a run's ends take plain
+/// stores, and where a run has few whole lines, those plain stores and the streamed ones
+/// interfere.
+#[cfg(all(target_arch = "x86_64", not(miri)))]
+pub(super) fn pays<A>(dst: *const A, n: usize) -> bool {
+    let bytes = n * size_of::<A>();
+    bytes >= 1024 || (bytes >= 256 && (dst as usize).is_multiple_of(64) && bytes.is_multiple_of(64))
+}
+
 /// Clones the `n` elements at `src` to `dst`, writing the 64-byte lines of `dst` that
 /// they cover whole with streaming stores and the partial lines at either end with
 /// plain writes. Writes over `dst` without dropping.

@@ -245,10 +245,11 @@ fn fresh_outputs_above_4_mib_match_the_reference() {
     );
 }
 
-/// Gathers that write 16 MiB or more copy their contiguous blocks with streaming stores
-/// (natively on x86-64 with AVX; elsewhere and under Miri the same gathers copy as usual):
-/// rows that start at every offset within a cache line, into a fresh output, a reused
-/// one and a column slice of a wider one, give the rows ndarray's `select` picks.
+/// Gathers that write 16 MiB or more copy their contiguous blocks of 1 KiB or more, and
+/// blocks of whole cache lines, with streaming stores (natively on x86-64 with AVX;
+/// elsewhere and under Miri the same gathers copy as usual): rows that start at every
+/// offset within a cache line, into a fresh output, a reused one, a column slice of a
+/// wider one and an output that starts on a line, give the rows ndarray's `select` picks.
 #[test]
 fn streamed_block_copies_match_ndarrays_select() {
     fn check<A: Clone + PartialEq + std::fmt::Debug + Send + Sync>(
@@ -281,12 +282,22 @@ fn streamed_block_copies_match_ndarrays_select() {
                 .chain(wide.column(width + 1))
                 .all(|v| *v == old)
         );
+        // An output whose first element starts a cache line (rows of whole lines stream).
+        let mut storage = vec![old.clone(); rows * width + 64];
+        let skip = storage.as_ptr().align_offset(64).min(64);
+        let mut lined =
+            ndarray::ArrayViewMut2::from_shape((rows, width), &mut storage[skip..skip + rows * width])
+                .unwrap();
+        plan.apply_into(&table, &mut lined).unwrap();
+        assert_eq!(lined.into_dyn(), want, "from a line");
     }
     if cfg!(miri) {
         check(8, 5, |v| v as f32, -1.0);
     } else {
-        // 97 f32 (388 bytes) x 43300 rows and 1000 bytes x 16800 rows: just over 16 MiB.
-        check(43_300, 97, |v| v as f32, -1.0);
-        check(16_800, 1000, |v| v as u8, 0xEE);
+        // Just over 16 MiB each: 261 f32 (1044 bytes) x 16100 rows, 1030 bytes x 16300
+        // rows, and rows of 64 f32 (256 bytes, whole lines from a line) x 65600.
+        check(16_100, 261, |v| v as f32, -1.0);
+        check(16_300, 1030, |v| v as u8, 0xEE);
+        check(65_600, 64, |v| v as f32, -1.0);
     }
 }
