@@ -862,8 +862,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
                     }
                     for i in range {
                         let (d, u) = at_i(i);
-                        // SAFETY: `d` is a destination element (ours: we own all); update
-                        // `i` of the lane exists and does not alias it.
+                        // SAFETY: `d` is a destination element the lane reaches, so in
+                        // our span; update `i` of the lane exists and does not alias it.
                         unsafe { reducer.reduce(&mut *dst.offset(d), &*u) };
                     }
                 }
