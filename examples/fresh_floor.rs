@@ -125,26 +125,21 @@ fn main() {
     );
     let plain = || drop(black_box(vec![black_box(1.5f32); n]));
     row("fill fresh, 4 KiB pages", fastest_tenth(10, 1, plain));
-    let mut w1 = workloads::build("W1_embed");
-    let into = fastest_tenth(40, 1, &mut w1.into);
-    row("W1 _into", into);
-    row(
-        "W1 allocating",
-        fastest_tenth(40, 1, || drop(black_box((w1.alloc)()))),
-    );
+    // A workload's `_into` and allocating calls, printed; its `_into` time returned.
+    let calls = |id: &str, name: &str| {
+        let mut w = workloads::build(id);
+        let into = fastest_tenth(40, 1, &mut w.into);
+        row(&format!("{name} _into"), into);
+        let alloc = fastest_tenth(40, 1, || drop(black_box((w.alloc)())));
+        row(&format!("{name} allocating"), alloc);
+        into
+    };
+    let w1_into = calls("W1_embed", "W1");
     println!(
         "(target: allocating <= _into + memcpy 1T = {:.2} ms)",
-        (into + memcpy) / 1e6
+        (w1_into + memcpy) / 1e6
     );
-    let w1_into = into;
-    drop(w1);
-    let mut w8 = workloads::build("W8_multiaxis");
-    let into = fastest_tenth(40, 1, &mut w8.into);
-    row("W8 _into", into);
-    row(
-        "W8 allocating",
-        fastest_tenth(40, 1, || drop(black_box((w8.alloc)()))),
-    );
+    let into = calls("W8_multiaxis", "W8");
     println!("(target: allocating <= 1.5 x _into = {:.2} ms)", 1.5 * into / 1e6);
     #[cfg(target_os = "linux")]
     {
@@ -160,7 +155,7 @@ fn main() {
             (into + fresh2 - memcpy2) / 1e6
         );
     }
-    drop((w8, src, dst));
+    drop((src, dst));
 
     let six = [0f32, 1., 2., 10., 11., 12.];
     let strides = IxDyn(&[3, 1]);
