@@ -681,7 +681,9 @@ fn block_scatters_in_place_match_a_plain_loop() {
 /// and `Replace` keeps the last, the bits of a plain loop on 1 and 3 threads.
 #[test]
 fn rows_of_elements_match_a_plain_loop() {
-    let (width, large) = if cfg!(miri) { (21, 12) } else { (300, 1000) };
+    // Natively 2000 rows: 2.4 MB of updates, past the 2 MiB from which a scatter splits
+    // between threads (with 1000 rows the threads' loop went untested natively).
+    let (width, large) = if cfg!(miri) { (21, 12) } else { (300, 2000) };
     for rows in [3, large] {
         let ids = Array::from_shape_fn((rows, width), |(i, j)| ((i * 7 + j * j * 13) % width) as i64);
         let upd = Array::from_shape_fn((rows, width), |(i, j)| (i * width + j) as f32 * 0.37);
