@@ -3,7 +3,7 @@
 use ndarray::{Array, ArrayBase, ArrayD, ArrayRef, Data, Dimension};
 
 use crate::axis::{AxisArg, TakeAxis};
-use crate::core::{Call, Raw};
+use crate::call::{Call, Raw};
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode};
 use crate::lower::{self, Lowering};

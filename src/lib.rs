@@ -71,11 +71,12 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod axis;
-mod core;
+mod call;
 mod error;
 mod ext;
 mod index;
 mod kernel;
+mod layout;
 mod lower;
 mod plan;
 pub mod prelude;

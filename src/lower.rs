@@ -9,10 +9,11 @@
 
 use ndarray::{ArrayRef, Dimension, IxDyn, RawData, ViewRepr};
 
-use crate::core::{Call, Dims, Raw, c_strides};
+use crate::call::{Call, Dims, Raw};
 use crate::error::{GatherError, axis_range};
 use crate::index::{GatherIndex, IndexMode};
-use crate::plan::checked_len;
+use crate::layout::c_strides;
+use crate::layout::checked_len;
 use crate::small::Small;
 
 /// Which method a call lowers, with its arguments: the one dispatch shared by the gather

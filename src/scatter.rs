@@ -3,7 +3,7 @@
 use ndarray::{ArrayBase, ArrayRef, DataMut, Dimension};
 
 use crate::axis::AxisArg;
-use crate::core::{Fit, Raw};
+use crate::call::{Fit, Raw};
 use crate::error::GatherError;
 use crate::ext::private;
 use crate::index::{GatherIndex, IndexMode};

@@ -11,38 +11,7 @@
 use std::any::Any;
 
 use super::BadIndex;
-
-/// Work at or above this many bytes may use the rayon pool. (Under Miri, tiny, so that
-/// its tests reach the parallel paths.)
-#[cfg(feature = "rayon")]
-pub(crate) const PARALLEL_MIN_BYTES: usize = if cfg!(miri) { 256 } else { 1 << 21 };
-
-/// The threads a job list may use: the current rayon pool's (1 without the feature).
-#[inline]
-pub(crate) fn threads() -> usize {
-    #[cfg(feature = "rayon")]
-    {
-        rayon::current_num_threads()
-    }
-    #[cfg(not(feature = "rayon"))]
-    {
-        1
-    }
-}
-
-/// Whether work of `bytes` bytes should run in parallel.
-#[inline]
-pub(crate) fn worth_parallel(bytes: usize) -> bool {
-    #[cfg(feature = "rayon")]
-    {
-        bytes >= PARALLEL_MIN_BYTES && threads() > 1
-    }
-    #[cfg(not(feature = "rayon"))]
-    {
-        let _ = bytes;
-        false
-    }
-}
+use crate::plan::threads;
 
 /// How a parallel run of jobs ended.
 pub(crate) struct Outcome {

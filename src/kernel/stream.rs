@@ -2,10 +2,6 @@
 //! 64-byte lines with non-temporal stores, which skip reading each line before it is
 //! overwritten (a third of a cached copy's memory traffic).
 
-/// Gathers with at least this many output bytes stream their block copies. Smaller
-/// outputs stay in the caches, where the caller will read them.
-pub(super) const STREAM_MIN_BYTES: usize = 16 << 20;
-
 /// Whether this CPU streams: x86-64 with AVX (16-byte streaming stores were no faster
 /// than cached ones on the AMD EPYC VM). Never under Miri, which cannot run the
 /// assembly.
@@ -25,14 +21,12 @@ pub(super) fn streams<A>() -> bool {
     !std::mem::needs_drop::<A>() && size > 0 && 64 % size == 0
 }
 
-/// Whether a run of `n` elements at `dst` pays for streaming: a run of 1 KiB or more, or
-/// one of whole lines (at least four). The partial lines at a run's ends take plain
-/// stores, and where a run has few whole lines, those plain stores and the streamed ones
-/// interfere.
+/// Whether a run of `n` elements at `dst` pays for streaming (the planner's rule,
+/// [`stream_pays`](crate::plan::stream_pays)).
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 pub(super) fn pays<A>(dst: *const A, n: usize) -> bool {
     let bytes = n * size_of::<A>();
-    bytes >= 1024 || (bytes >= 256 && (dst as usize).is_multiple_of(64) && bytes.is_multiple_of(64))
+    crate::plan::stream_pays(dst as usize, bytes)
 }
 
 /// Clones the `n` elements at `src` to `dst`, writing the 64-byte lines of `dst` that

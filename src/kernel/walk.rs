@@ -6,6 +6,7 @@
 
 use super::BadIndex;
 use crate::plan::Loop;
+use crate::plan::policy::TINY;
 use crate::small::Small;
 
 /// Element offsets of one position in the three operands a plan describes: the output
@@ -147,10 +148,6 @@ pub(crate) unsafe fn walk<V: Visit>(
     }
     Ok(())
 }
-
-/// Walks of at most this many positions, whole, go lane by lane in one loop
-/// ([`each_lane`]): tiny gathers and scatters cost their overhead.
-pub(crate) const TINY: usize = 64;
 
 /// Calls `lane` with the offsets of every lane of `outer` loops, in row-major order,
 /// until one fails.

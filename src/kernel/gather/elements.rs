@@ -8,9 +8,10 @@
 
 use std::mem::MaybeUninit;
 
-use super::blocks::prefetch_block;
-use super::store::store;
 use crate::index::{GatherIndex, Resolve};
+use crate::kernel::prefetch::{next_row_share, prefetch_block};
+use crate::kernel::store::store;
+use crate::plan::policy::{ELEMENT_CHUNK_BYTES, ROW_CHUNK};
 
 /// The instruction sets the element loop is compiled for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,18 +59,6 @@ impl Isa {
     }
 }
 
-/// The element loop runs in chunks of this many index bytes (under Miri few enough that
-/// its small tests cross chunks).
-const CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1024 };
-
-/// A lane that reads one contiguous row runs in chunks of this many elements, whatever
-/// its index type, each asking for its share of the next lane's row (see
-/// [`Axis1::fill`]): W3's 8 KiB rows in shares of 512 bytes. With P3's `u16` positions in
-/// chunks of [`CHUNK_BYTES`], each share was 2 KiB, asked for at once: P3 1.27-1.30 ->
-/// 1.21-1.24 ms, fastest tenth, alternating runs on the AMD EPYC VM (chunks of 64 and
-/// 256 elements: no better than 1.25 ms, and W3 slower).
-pub(super) const ROW_CHUNK: usize = if cfg!(miri) { 8 } else { 128 };
-
 /// One gathered axis over a run of contiguous output elements.
 #[derive(Clone, Copy)]
 pub(super) struct Axis1<A> {
@@ -83,25 +72,6 @@ pub(super) struct Axis1<A> {
     /// The offset from `inp` of the row the next lane reads (0: none known), prefetched
     /// while this lane runs when it reads one contiguous row.
     pub next: isize,
-}
-
-/// Rows of at most this many bytes are prefetched for the next lane (see [`Axis1::fill`]);
-/// a longer row would not stay in the cache until its turn. (Measured on W3's 8 KiB rows
-/// only: the bound is a guess at twice L1, well inside L2.)
-const NEXT_ROW_BYTES: usize = 64 << 10;
-
-/// The bytes of the next lane's row that each chunk of [`ROW_CHUNK`] positions of a row
-/// lane asks for: a lane of `positions` positions that reads (or, scattering, writes) a
-/// contiguous row of `row_len` elements of `A`, the next lane's row `next` elements on.
-/// 0 (nothing to ask for) where no next row is known, the row is too long to stay in
-/// the cache until its turn, or the lane touches too few of its lines to need it.
-pub(super) fn next_row_share<A>(row_len: usize, positions: usize, next: isize) -> usize {
-    let row_bytes = row_len * size_of::<A>();
-    if next != 0 && row_bytes <= NEXT_ROW_BYTES && 2 * positions >= row_len {
-        row_bytes.div_ceil(positions.div_ceil(ROW_CHUNK).max(1))
-    } else {
-        0
-    }
 }
 
 impl<A: Clone> Axis1<A> {
@@ -195,7 +165,7 @@ impl<A: Clone> Axis1<A> {
         let chunk = if row {
             ROW_CHUNK
         } else {
-            CHUNK_BYTES / size_of::<I>().max(1)
+            ELEMENT_CHUNK_BYTES / size_of::<I>().max(1)
         };
         let total = idx.len();
         // Every element from one contiguous row (GatherElements along the last axis, W3
@@ -215,7 +185,7 @@ impl<A: Clone> Axis1<A> {
             // (Not both: with the index prefetch too, W3 took 0.1-0.4 ms and P3 0.3-0.4
             // ms longer, alternating runs.)
             if share == 0 && (past_end || (c + 2) * chunk < total) {
-                prefetch_block(idx.as_ptr().wrapping_add(2 * chunk), CHUNK_BYTES);
+                prefetch_block(idx.as_ptr().wrapping_add(2 * chunk), ELEMENT_CHUNK_BYTES);
             }
             if share > 0 {
                 prefetch_block(next.wrapping_add(c * share), share);

@@ -14,117 +14,15 @@
 //!   planner's strips: `plan::strips`). The slab is copied into a buffer once, axis
 //!   position by axis position, and every lane of the row gathers from there.
 
-use std::mem::{MaybeUninit, needs_drop};
+use std::mem::MaybeUninit;
 
-use super::walk::{At, Visit};
-use super::{BadIndex, Gather, Store, Task};
+use super::Task;
+use super::lane::Gather;
 use crate::index::{GatherIndex, Resolve};
-use crate::plan::Loop;
-
-/// The most elements a staged tile holds, and the longest lane staged whole: 16 KiB of
-/// `f32`, within L1 beside the lines being written.
-pub(crate) const STAGE: usize = if cfg!(miri) { 64 } else { 4096 };
-
-/// The most rows an input-staged group holds (a parallel range of W3 holds 16), and the
-/// most elements: 256 KiB of `f32`, within L2.
-const INPUT_ROWS: usize = 16;
-const INPUT_STAGE: usize = if cfg!(miri) { 64 } else { 1 << 16 };
-/// The least stride of an input-staged axis, in elements: a cache line of `f32`.
-const INPUT_MIN_STRIDE: usize = 16;
-
-/// How many axis positions ahead an input-staged copy prefetches each row's run across
-/// the group (W3 from a transposed input: 0.90-0.95x the time without, in alternating
-/// runs, with the first line of one row in four prefetched; every line of all four rows
-/// of a step, 4.5-5.1 -> 3.5-4.1 ms, fastest tenth, AMD EPYC: a plain allocation starts
-/// 16 bytes into a page, so a group's 64-byte run spans two lines. 4 and 12 ahead gained
-/// nothing over 8, nor did groups of 32 rows.)
-const AHEAD: isize = 8;
-
-/// How many positions along the lanes ahead an output-staged group's move into the
-/// output prefetches the run across the group it will write there (each position's run
-/// is on a page of its own). Into a Fortran-order output, fastest tenth of calls: W1
-/// 4.35-4.55 -> 3.69-3.92 ms, W3 3.31-3.58 -> 3.09-3.15 ms (alternating runs, AMD EPYC).
-const OUT_AHEAD: usize = 8;
-
-/// How many lanes ahead a slab's rows prefetch their indices and output: each lane's
-/// are on another page, where the hardware's prefetcher does not follow (see
-/// `Axis1::fill`'s prefetch for the measurements).
-const LANES_AHEAD: isize = 8;
-
-/// How many lanes of `n` elements an output-staged group holds: as many as [`STAGE`]
-/// holds (a tile), at least [`OUTPUT_LANES`] (whole lanes up to [`STAGE`] long, their
-/// group up to 1 MiB of `f32`, within L2).
-pub(super) fn output_group(n: usize) -> usize {
-    (STAGE / n.max(1)).max(OUTPUT_LANES)
-}
-
-/// The least lanes an output-staged group holds: each output line along the group is
-/// written whole, even for bytes. (W3's lanes of 2048 `f32` into a Fortran-order output,
-/// fastest tenth of calls: groups of 16 lanes 4.2-5.5 ms, 32 3.7-4.4 ms, 64 3.6-3.7 ms,
-/// 128 3.5-3.7 ms, before ranges of whole groups.)
-const OUTPUT_LANES: usize = if cfg!(miri) { 4 } else { 64 };
-
-/// How a task's rows go through a buffer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stage {
-    No,
-    Output,
-    Input,
-    Slab,
-}
-
-impl Stage {
-    /// How a task over `lane`, the `outer` loops around it and `axes` stages its rows.
-    /// Only elements without drop glue are staged (the buffer is abandoned on a bad index
-    /// or a panic, and assigning moves over old elements without dropping them).
-    /// - [`Stage::Output`]: the lane strides through the output while its row moves
-    ///   through it more densely, and the lane fits the buffer;
-    /// - [`Stage::Input`]: a contiguous element lane gathers along one axis of at least
-    ///   [`INPUT_MIN_STRIDE`] elements' stride, from rows a unit stride apart; each row reads
-    ///   at least as many elements as the axis has, and a group of rows fits the buffer;
-    /// - [`Stage::Slab`]: the row and lane around one axis form a
-    ///   [`slab`](crate::plan::slab).
-    pub fn of<A>(lane: &Loop, outer: &[Loop], axes: &[crate::plan::AxisTerm]) -> Stage {
-        let Some(row) = outer.last() else {
-            return Stage::No;
-        };
-        if needs_drop::<A>() || size_of::<A>() == 0 || row.len < 2 {
-            return Stage::No;
-        }
-        if lane.len >= 2
-            && lane.len <= STAGE
-            && row.out.unsigned_abs() < lane.out.unsigned_abs()
-            && lane.out.unsigned_abs() > 1
-        {
-            return Stage::Output;
-        }
-        if let [a] = axes
-            && (lane.out, lane.idx, lane.inp) == (1, 1, 0)
-            && row.inp.unsigned_abs() == 1
-            && a.stride.unsigned_abs() >= INPUT_MIN_STRIDE
-            && lane.len >= a.len
-            && a.len * 2 <= INPUT_STAGE
-        {
-            return Stage::Input;
-        }
-        if let [a] = axes
-            && crate::plan::slab(row, lane, a)
-        {
-            return Stage::Slab;
-        }
-        Stage::No
-    }
-
-    /// The buffer's size in elements for a task with these axis terms.
-    pub fn capacity(self, axes: &[crate::plan::AxisTerm], lane_len: usize) -> usize {
-        match (self, axes) {
-            (Stage::Output, _) => output_group(lane_len) * lane_len,
-            (Stage::Input, [a]) => (INPUT_STAGE / a.len).min(INPUT_ROWS) * a.len,
-            (Stage::Slab, [a]) => a.len * lane_len,
-            _ => 0,
-        }
-    }
-}
+use crate::kernel::walk::{At, Visit};
+use crate::kernel::{BadIndex, Store};
+use crate::plan::policy::{INPUT_AHEAD, OUT_AHEAD, SLAB_LANES_AHEAD, STAGE};
+use crate::plan::{Loop, Stage, Strategy, output_group};
 
 impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
     /// `count` whole lanes along `row`, the first at offsets `at`, in groups of
@@ -155,8 +53,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             lane: Loop { out: 1, ..self.lane },
             out: buf,
             store: Store::Init,
-            staged: Stage::No,
-            stream: false,
+            strategy: Strategy {
+                staged: Stage::No,
+                stream: false,
+                wide: self.strategy.wide,
+            },
             ..*self
         };
         // The group's row in the buffer: lanes `n` apart.
@@ -177,7 +78,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                 let low = first.out + (g as isize - 1) * row.out.min(0);
                 for i in 0..n as isize {
                     let p = self.out.wrapping_offset(low + i * self.lane.out);
-                    super::blocks::prefetch_block(p, g * size_of::<A>());
+                    crate::kernel::prefetch::prefetch_block(p, g * size_of::<A>());
                 }
             }
             // SAFETY: the staged task reads the lanes this task would (same input and
@@ -245,8 +146,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             outer: &[],
             axes: &axes,
             inp: buf.cast_const(),
-            staged: Stage::No,
-            stream: false,
+            strategy: Strategy {
+                staged: Stage::No,
+                stream: false,
+                wide: self.strategy.wide,
+            },
             ..*self
         };
         let mut v = Gather::<A, I, R, INIT>::new(&staged, self.out);
@@ -270,8 +174,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                         // Each of the four rows' runs, whole: rows far apart, each run
                         // on a page of its own, are not followed by the hardware.
                         for r in 0..4 {
-                            let ahead = s.wrapping_offset((AHEAD + r) * a.stride);
-                            super::blocks::prefetch_block(ahead, g * size_of::<A>());
+                            let ahead = s.wrapping_offset((INPUT_AHEAD + r) * a.stride);
+                            crate::kernel::prefetch::prefetch_block(ahead, g * size_of::<A>());
                         }
                         move_squares::<A, 4>(s, a.stride, ((a.len - j).min(4), g), d, a.len as isize, 0);
                     }
@@ -362,9 +266,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         };
         let mut v = Gather::<A, I, R, INIT>::new(&staged, self.out);
         for c in 0..count {
-            let ahead = at.step(&row, c as isize + LANES_AHEAD);
-            super::blocks::prefetch_block(self.idx.wrapping_offset(ahead.idx), n * size_of::<I>());
-            super::blocks::prefetch_block(self.out.wrapping_offset(ahead.out), n * size_of::<A>());
+            let ahead = at.step(&row, c as isize + SLAB_LANES_AHEAD);
+            crate::kernel::prefetch::prefetch_block(self.idx.wrapping_offset(ahead.idx), n * size_of::<I>());
+            crate::kernel::prefetch::prefetch_block(self.out.wrapping_offset(ahead.out), n * size_of::<A>());
             // SAFETY: the staged task writes this lane's output positions and reads its
             // indices as this task would; its input offsets are a lane position below `n`
             // plus a resolved position below `a.len` times `n`, within the copies.
@@ -400,7 +304,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
 /// element valid for writes, for `r < rows`, `c < cols`; the elements need no drop, or the
 /// source's are not used again.
 #[inline(always)]
-unsafe fn move_squares<A, const W: usize>(
+pub(crate) unsafe fn move_squares<A, const W: usize>(
     src: *const A,
     pitch: isize,
     (rows, cols): (usize, usize),
@@ -418,7 +322,7 @@ unsafe fn move_squares<A, const W: usize>(
             if ahead > 0 {
                 for c in (c + ahead..cols).take(W) {
                     let run = dst.wrapping_offset(c as isize * step);
-                    super::blocks::prefetch_block(run, rows * size_of::<A>());
+                    crate::kernel::prefetch::prefetch_block(run, rows * size_of::<A>());
                 }
             }
             for r in (0..r4).step_by(W) {

@@ -3,13 +3,13 @@
 //! prefetches each block a few lanes before it is copied, so that reads from far-apart
 //! places overlap.
 
-use super::walk::At;
-use super::{BadIndex, Task};
+use super::Task;
 use crate::index::{GatherIndex, Resolve};
+use crate::kernel::BadIndex;
+use crate::kernel::prefetch::prefetch_block;
+use crate::kernel::walk::At;
+use crate::plan::policy::GATHER_RING;
 use crate::plan::{AxisTerm, Loop};
-
-/// The most lanes [`Task::block_row`] locates before it copies them (a power of two).
-const RING: usize = 32;
 
 impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
     /// `count` whole block lanes along `row`, the first at offsets `at`.
@@ -59,7 +59,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         // and prefetched `ahead` lanes before it is copied, about 4 KiB of blocks in
         // flight (every cache line a contiguous block touches).
         let ahead = if prefetch {
-            (4096 / bytes).clamp(2, RING)
+            (4096 / bytes).clamp(2, GATHER_RING)
         } else {
             1
         };
@@ -99,7 +99,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
     }
 
     /// Copies `count` block lanes, the `k`-th at output offset `o_out + k * step` from
-    /// input offset `locate(k)`, calling `locate` `ahead` lanes (at most [`RING`]) before
+    /// input offset `locate(k)`, calling `locate` `ahead` lanes (at most [`GATHER_RING`]) before
     /// the copy. The copy is of `K`-element arrays for `K > 0` (contiguous blocks of `K`
     /// elements), else by [`Task::copy`].
     ///
@@ -114,7 +114,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         mut locate: impl FnMut(usize) -> isize,
         written: &mut usize,
     ) {
-        let mut ring = [0isize; RING];
+        let mut ring = [0isize; GATHER_RING];
         let lead = ahead.min(count);
         for (k, r) in ring[..lead].iter_mut().enumerate() {
             *r = locate(k);
@@ -136,49 +136,12 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             }
         };
         for k in 0..count - lead {
-            let s = ring[k % RING];
-            ring[(k + lead) % RING] = locate(k + lead);
+            let s = ring[k % GATHER_RING];
+            ring[(k + lead) % GATHER_RING] = locate(k + lead);
             copy(k, s);
         }
         for k in count - lead..count {
-            copy(k, ring[k % RING]);
+            copy(k, ring[k % GATHER_RING]);
         }
     }
-}
-
-/// Asks the CPU to start loading the cache line at `p` (a hint: it never faults and
-/// changes no memory, so `p` may be any address). A no-op off x86-64.
-#[inline(always)]
-pub(super) fn prefetch_line<A>(p: *const A) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch only; the address is computed without dereferencing.
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(p.cast::<i8>())
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
-/// [`prefetch_line`] for every cache line of the `bytes` bytes at `p`.
-#[inline(always)]
-pub(super) fn prefetch_block<A>(p: *const A, bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-        let p = p.cast::<i8>();
-        // The lines of the first and the last byte, and any between.
-        // SAFETY: (all three) prefetches only; the addresses are computed without
-        // dereferencing.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
-        // SAFETY: as above.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes.saturating_sub(1))) };
-        let mut at = 64;
-        while at + 1 < bytes {
-            // SAFETY: as above.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(at)) };
-            at += 64;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, bytes);
 }

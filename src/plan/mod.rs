@@ -7,8 +7,23 @@
 //! `k` times the actual stride on the folded last dimension). Each gathered axis adds
 //! `resolve(indices[idx_offset + comp_j]) * input_stride_j` to the input offset. Every
 //! wrapper in the crate lowers to this one description.
+//!
+//! Its rooms: this file (the loops and axis terms of a call, validated), `tile` (tiles,
+//! strips and slabs: the order in which the kernel visits positions), `stage` (which rows
+//! go through a buffer, and the scatter's way) and `policy` (every tuning constant, each
+//! named once).
 
+pub(crate) mod policy;
+mod strategy;
+mod tile;
+
+pub(crate) use self::strategy::{
+    ScatterWay, Stage, Strategy, output_group, scatter_parts, stream_pays, threads, worth_parallel,
+};
+use self::tile::tiled;
+pub(crate) use self::tile::{slab, strips};
 use crate::error::{GatherError, axis_range};
+use crate::layout::checked_len;
 use crate::small::Small;
 
 /// One output dimension: its length and the strides (in elements) at which the output,
@@ -271,148 +286,6 @@ impl Plan {
     }
 }
 
-/// The lane's length in a tile.
-const TILE_LANE: usize = 64;
-/// The cross loop's length in a tile: whole output lines along it. (A tile of 64 x 64
-/// `f32`s is the kernel's staging buffer, 16 KiB; measured on W1 and W3 into
-/// Fortran-order outputs, it beat lanes of 8, 16 and 32 with crosses of 64 to 512.)
-const TILE_CROSS: usize = 64;
-/// The row's length in a tile of short lanes around a short cross loop (W8's 8 images:
-/// rows of 256 pixels took 0.85-0.9x the time of rows of 64 or 1024).
-const SHORT_ROW: usize = 256;
-
-/// `loops` (outermost first, never empty) whose lane strides through the output while an
-/// outer *cross* loop moves through it more densely (a Fortran-order output of a C-order
-/// input), strip-mined into tiles of `TILE_CROSS` x `TILE_LANE` positions: the cross loop
-/// moves inside the lane's chunks and becomes the row around the lane, so that the
-/// kernel stages each tile (gathers its lanes into a buffer, then writes the output along
-/// the cross loop, `kernel::stage`) while the input rows it reads stay in cache. A short
-/// lane is staged whole; a short cross loop around it moves inside chunks of
-/// `SHORT_ROW` positions of the row instead. Unchanged where the lane's output stride is
-/// already unit, a length is not a multiple of its tile's, a short lane's cross loop is
-/// long or is the row itself, or the lane is an element lane that the kernel can stage
-/// whole.
-fn tiled(loops: Small<Loop>) -> Small<Loop> {
-    let Some((&lane, outer)) = loops.split_last() else {
-        return loops;
-    };
-    let dense = |l: &Loop| l.out.unsigned_abs();
-    let Some((x, &cross)) = outer.iter().enumerate().min_by_key(|(_, l)| dense(l)) else {
-        return loops;
-    };
-    let fit = |len: usize, want: usize| match len {
-        n if n <= want => Some(n),
-        n => (n % want == 0).then_some(want),
-    };
-    let (Some(tl), Some(tx)) = (fit(lane.len, TILE_LANE), fit(cross.len, TILE_CROSS)) else {
-        return loops;
-    };
-    if dense(&lane) <= 1 || dense(&cross) >= dense(&lane) {
-        return loops;
-    }
-    if lane.inp == 0 && lane.idx != 0 && lane.len <= crate::kernel::STAGE {
-        // An element lane (its positions come from the indices alone: GatherElements
-        // along the last axis, W3) reads anywhere along its axis, so a tile's 64
-        // positions would read 64 rows at random, each line a miss of its own. Staged
-        // whole instead, each group of lanes is gathered as in a C-order output, the next
-        // lane's row prefetched (W3 into a Fortran-order output 6.0-6.2 -> 3.1-3.4 ms,
-        // alternating runs on an AMD EPYC VM).
-        return loops;
-    }
-    if lane.len <= 2 * TILE_LANE {
-        // A lane of up to two chunks is staged whole, with the loop around it as the row
-        // (W8's pixels: making the short cross loop the row took twice the time, its
-        // rows too short to keep the block pipeline's reads in flight). A short cross
-        // loop moves inside chunks of that row instead, so that the output lines a
-        // chunk writes are written again, by the cross loop's next position, while
-        // still in cache (W8 into a Fortran-order output: 7.0-7.9 -> 5.1-5.6 ms).
-        let (row, rest) = outer.split_last().unwrap_or((&lane, &[]));
-        let Some(tr) = fit(row.len, SHORT_ROW).filter(|_| x < rest.len() && cross.len < TILE_CROSS) else {
-            return loops;
-        };
-        let others = rest.iter().enumerate().filter(|&(d, _)| d != x).map(|(_, l)| *l);
-        let tile = [chunks(*row, tr), cross, Loop { len: tr, ..*row }, lane];
-        return others.chain(tile.into_iter().filter(|l| l.len > 1)).collect();
-    }
-    let others = outer.iter().enumerate().filter(|&(d, _)| d != x).map(|(_, l)| *l);
-    let tile = [
-        chunks(cross, tx),
-        chunks(lane, tl),
-        Loop { len: tx, ..cross },
-        Loop { len: tl, ..lane },
-    ];
-    // (The lane keeps its `tl > 1` positions: it strides, so it was a loop of its own.)
-    others.chain(tile.into_iter().filter(|l| l.len > 1)).collect()
-}
-
-/// The most elements a slab holds ([`slab`]): 1 MiB of `f32`, within L2 (W4 staged in
-/// strips of 128 columns, 1 MiB, took 0.85x the time of strips of 64 or 256).
-pub(crate) const SLAB: usize = if cfg!(miri) { 64 } else { 1 << 18 };
-
-/// Whether the positions that `lane` and the one gathered axis `a` can reach form a
-/// *slab* worth copying into a buffer ([`SLAB`] elements at most) before the `row` of
-/// lanes around it gathers from it: the row does not move through the input (every lane
-/// of it reads the same slab: GatherElements and take_along_axis along an axis other
-/// than the last), it has at least half as many lanes as the axis has positions (each
-/// copied element is read twice on average), the lane reads at most every other element
-/// of the input's span of the axis (else the slab is that span, already in cache or
-/// streaming), and that span is larger than a slab (smaller, it stays in cache).
-#[inline]
-pub(crate) fn slab(row: &Loop, lane: &Loop, a: &AxisTerm) -> bool {
-    // (The element lane first: a tiny block gather, W7, fails there.)
-    let width = lane.len.saturating_mul(lane.inp.unsigned_abs());
-    lane.idx != 0
-        && lane.inp != 0
-        && row.inp == 0
-        && row.len.saturating_mul(2) >= a.len
-        && a.len.saturating_mul(lane.len) <= SLAB
-        && a.stride.unsigned_abs() >= width.saturating_mul(2)
-        && a.len.saturating_mul(a.stride.unsigned_abs()) > SLAB
-}
-
-/// Row-major `loops` (outermost first, never empty) of a one-axis element gather whose
-/// lane is too long for a [`slab`], strip-mined: the lane in strips of the most
-/// positions a slab holds (a divisor of its length, at least 16), the strips outside
-/// the row, so that the kernel copies each strip's slab once and gathers the row's lanes
-/// from it (W4: each element read from another row of 16 MiB, in another 4 KiB page, as
-/// a lookup in 1 MiB of contiguous copies instead). Unchanged otherwise.
-///
-/// The strips visit positions out of memory order: only for outputs the kernel may fill
-/// in any order (an existing output, or fresh storage of elements without drop glue).
-pub(crate) fn strips(loops: Small<Loop>, axes: &[AxisTerm]) -> Small<Loop> {
-    let ([a], [.., row, lane]) = (axes, &loops[..]) else {
-        return loops;
-    };
-    let most = SLAB / a.len.max(1);
-    if lane.len <= most {
-        return loops;
-    }
-    let Some(g) = (16..=most).rev().find(|g| lane.len % g == 0) else {
-        return loops;
-    };
-    let strip = Loop { len: g, ..*lane };
-    if !slab(row, &strip, a) {
-        return loops;
-    }
-    let n = loops.len();
-    let (row, lane) = (*row, *lane);
-    loops[..n - 2]
-        .iter()
-        .copied()
-        .chain([chunks(lane, g), row, strip])
-        .collect()
-}
-
-/// `l` in steps of `t` positions (`t` divides its length).
-fn chunks(l: Loop, t: usize) -> Loop {
-    Loop {
-        len: l.len / t,
-        out: l.out * t as isize,
-        inp: l.inp * t as isize,
-        idx: l.idx * t as isize,
-    }
-}
-
 /// The loops over `dims`, outermost first: dimensions of length 1 dropped and neighbours
 /// that advance uniformly in all three operands merged. Never empty.
 #[inline(always)]
@@ -500,25 +373,6 @@ fn fold(indices: &[usize], k: usize) -> Vec<usize> {
         *last /= k;
     }
     logical
-}
-
-/// The number of elements of `shape`, if it and its size in bytes fit in `isize`.
-pub(crate) fn checked_len(shape: &[usize], elem_size: usize) -> Option<usize> {
-    let len = shape.iter().try_fold(1usize, |acc, &n| acc.checked_mul(n))?;
-    let bytes = len.checked_mul(elem_size.max(1))?;
-    (bytes <= isize::MAX as usize).then_some(len)
-}
-
-/// The row-major multi-index of flat position `flat` in `shape`.
-pub(crate) fn unravel(mut flat: usize, shape: &[usize]) -> Small<usize> {
-    let mut pos: Small<usize> = shape.iter().map(|_| 0).collect();
-    for (p, &n) in pos.iter_mut().zip(shape).rev() {
-        if n > 0 {
-            *p = flat % n;
-            flat /= n;
-        }
-    }
-    pos
 }
 
 #[cfg(test)]
@@ -690,19 +544,5 @@ mod tests {
             assert_eq!(p.loops_any_order(&[2048, 1]), p.loops(&[2048, 1]));
             assert_eq!(strips(p.c_loops(), &p.axes), p.loops(&[2048, 1]));
         }
-    }
-
-    #[test]
-    fn checked_len_limits() {
-        assert_eq!(checked_len(&[], 4), Some(1));
-        assert_eq!(checked_len(&[usize::MAX, 0], 4), Some(0));
-        assert_eq!(checked_len(&[usize::MAX, 2], 1), None);
-        assert_eq!(checked_len(&[1 << 62], 4), None);
-    }
-
-    #[test]
-    fn unravel_row_major() {
-        assert_eq!(&*unravel(5, &[2, 3]), &[1, 2]);
-        assert!(unravel(0, &[]).is_empty());
     }
 }

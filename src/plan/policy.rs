@@ -1,0 +1,172 @@
+//! Every tuning constant of the crate, named once, with its unit and why it has its value.
+//! The measurements behind them are in PERFORMANCE.md (the anchors below); the kernel
+//! reads these and decides nothing of its own.
+//!
+//! Under Miri several are small, so that its small tests reach the paths they guard
+//! (parallel ranges, pipelines, staging, chunk boundaries).
+
+// ---- Sizes of a call --------------------------------------------------------------------
+
+/// Calls of at most this many output positions run lane by lane in one loop, unstaged and
+/// on the calling thread: their cost is their overhead (PERFORMANCE.md#tiny-calls-and-tiny-plans-w7-p7).
+pub(crate) const TINY: usize = 64;
+
+/// Scatters of at most this many positions take the two plain passes of the tiny scatter;
+/// lower under Miri, so that its small tests reach the large scatter's paths.
+pub(crate) const SCATTER_TINY: usize = if cfg!(miri) { 16 } else { TINY };
+
+/// Plans of at most this many output elements keep an input offset (`u32`) per element:
+/// 256 bytes, one plain loop per apply (PERFORMANCE.md#tiny-calls-and-tiny-plans-w7-p7).
+pub(crate) const PLAN_TINY: usize = 64;
+
+/// Work of at least this many bytes may use the rayon pool: below it, waking the pool
+/// costs more than a second core gains (PERFORMANCE.md#the-shape-of-a-call).
+#[cfg(feature = "rayon")]
+pub(crate) const PARALLEL_MIN_BYTES: usize = if cfg!(miri) { 256 } else { 1 << 21 };
+
+// ---- Parallel ranges (bytes) ------------------------------------------------------------
+
+/// Gathers are handed out in ranges of about this many output bytes: enough to amortize
+/// a claim, small enough to balance two threads.
+pub(crate) const GATHER_RANGE_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 17 };
+
+/// Staged gathers take larger ranges: whole groups, filling whole output pages along the
+/// lanes they write across (PERFORMANCE.md#other-memory-orders-staging).
+pub(crate) const STAGED_RANGE_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 20 };
+
+/// A plan's indices are resolved on the pool's threads in ranges of this many index bytes.
+pub(crate) const RESOLVE_RANGE_BYTES: usize = 1 << 18;
+
+/// A scatter's indices are checked in ranges of this many index bytes.
+pub(crate) const CHECK_RANGE_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 18 };
+
+// ---- Block lanes ------------------------------------------------------------------------
+
+/// A gather's block pipeline locates and prefetches this many lanes (a power of two)
+/// before it copies them, so that reads from far-apart rows overlap
+/// (PERFORMANCE.md#block-gathers-w1-w2-w5-w6-w8).
+pub(crate) const GATHER_RING: usize = 32;
+
+/// A scatter's block pipeline locates this many lanes ahead of their combination.
+pub(crate) const SCATTER_RING: usize = 64;
+
+/// Ranges of at most this many positions copy their block lanes one by one: a tiny gather
+/// does not repay the pipeline's set-up. Low under Miri, so that its tests run the pipeline.
+pub(crate) const PIPELINE_MIN: usize = if cfg!(miri) { 8 } else { 64 };
+
+/// Contiguous runs of at most this many elements are cloned one by one: for `Copy`
+/// elements a slice copy is a `memcpy` call, slower for a few bytes.
+pub(crate) const SHORT_RUN: usize = 8;
+
+// ---- Element lanes ----------------------------------------------------------------------
+
+/// The element loop runs in chunks of this many index bytes (under Miri few enough that its
+/// small tests cross chunks).
+pub(crate) const ELEMENT_CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1024 };
+
+/// A lane that reads (or, scattering, writes) one contiguous row runs in chunks of this
+/// many elements, each asking for its share of the next lane's row
+/// (PERFORMANCE.md#element-gathers-along-the-last-axis-w3-p3).
+pub(crate) const ROW_CHUNK: usize = if cfg!(miri) { 8 } else { 128 };
+
+/// Rows of at most this many bytes are prefetched for the next lane: a longer one would
+/// not stay in the cache until its turn (about twice L1, well inside L2).
+pub(crate) const NEXT_ROW_BYTES: usize = 64 << 10;
+
+/// Element lanes of at least this many positions run the CPU-specific loop variants.
+pub(crate) const ISA_MIN_LANE: usize = 16;
+
+// ---- Staging (elements) -----------------------------------------------------------------
+
+/// The most elements a staged tile holds, and the longest lane staged whole: 16 KiB of
+/// `f32`, within L1 beside the lines being written.
+pub(crate) const STAGE: usize = if cfg!(miri) { 64 } else { 4096 };
+
+/// The least lanes an output-staged group holds: each output line along the group is
+/// written whole, even for bytes (PERFORMANCE.md#other-memory-orders-staging).
+pub(crate) const OUTPUT_LANES: usize = if cfg!(miri) { 4 } else { 64 };
+
+/// The most rows an input-staged group holds (a parallel range of W3 holds 16).
+pub(crate) const INPUT_ROWS: usize = 16;
+
+/// The most elements an input-staged group holds: 256 KiB of `f32`, within L2.
+pub(crate) const INPUT_STAGE: usize = if cfg!(miri) { 64 } else { 1 << 16 };
+
+/// The least stride, in elements, of an axis worth input-staging: a cache line of `f32`.
+pub(crate) const INPUT_MIN_STRIDE: usize = 16;
+
+/// Axis positions ahead at which an input-staged copy prefetches every line of its rows
+/// (PERFORMANCE.md#other-memory-orders-staging).
+pub(crate) const INPUT_AHEAD: isize = 8;
+
+/// Positions along the lanes ahead at which an output-staged move prefetches the run it
+/// will write: each position's run is on a page of its own.
+pub(crate) const OUT_AHEAD: usize = 8;
+
+/// Lanes ahead at which a slab's rows prefetch their indices and output: each lane's are
+/// on another page, where the hardware's prefetcher does not follow.
+pub(crate) const SLAB_LANES_AHEAD: isize = 8;
+
+// ---- Tiles, strips and slabs (elements) -------------------------------------------------
+
+/// The lane's length in a tile of a Fortran-order output of a C-order input.
+pub(crate) const TILE_LANE: usize = 64;
+
+/// The cross loop's length in a tile: whole output lines along it; with [`TILE_LANE`], a
+/// tile of `f32`s fills [`STAGE`] (PERFORMANCE.md#other-memory-orders-staging).
+pub(crate) const TILE_CROSS: usize = 64;
+
+/// The row's length in a tile of short lanes around a short cross loop (W8's pixels).
+pub(crate) const SHORT_ROW: usize = 256;
+
+/// The most elements a slab holds: 1 MiB of `f32`, within L2
+/// (PERFORMANCE.md#element-gathers-along-another-axis-w4).
+pub(crate) const SLAB: usize = if cfg!(miri) { 64 } else { 1 << 18 };
+
+// ---- Plans ------------------------------------------------------------------------------
+
+/// Shorter runs of consecutive positions in a plan stay element by element; runs of this
+/// many or more are copied as blocks (PERFORMANCE.md#prepared-gathers).
+pub(crate) const MIN_RUN: usize = 8;
+
+// ---- Scatters ---------------------------------------------------------------------------
+
+/// Destinations smaller than this many bytes (whole span) stay in cache: a dense one with
+/// more updates than elements is scattered into a copy, its indices checked on the way;
+/// any of them is written by one thread (PERFORMANCE.md#scatters).
+pub(crate) const SMALL_DST_BYTES: usize = 1 << 20;
+
+/// Elements whose histogram counts are replayed side by side, so that their chains of
+/// dependent combinations overlap.
+pub(crate) const CHAINS: usize = 32;
+
+/// Blocks narrower than this many bytes (a cache line) are "small": each thread re-reading
+/// every index does not pay for them (PERFORMANCE.md#scatters).
+pub(crate) const SMALL_BLOCK_BYTES: usize = 64;
+
+// ---- Outputs ----------------------------------------------------------------------------
+
+/// Gathers that write at least this many bytes stream their block copies: smaller outputs
+/// stay in the caches, where the caller will read them (PERFORMANCE.md#block-gathers-w1-w2-w5-w6-w8).
+pub(crate) const STREAM_MIN_BYTES: usize = 16 << 20;
+
+/// Block lanes of at least this many bytes are worth streaming at all (two lines).
+pub(crate) const STREAM_MIN_LANE_BYTES: usize = 128;
+
+/// A run streams when it has at least this many bytes, wherever it starts ...
+pub(crate) const STREAM_RUN_BYTES: usize = 1024;
+
+/// ... or at least this many bytes of whole lines from a line boundary: fewer whole lines
+/// and the plain stores of a run's partial lines interfere with the streamed ones.
+pub(crate) const STREAM_LINES_BYTES: usize = 256;
+
+/// Fresh outputs of at least this many bytes are advised into transparent huge pages and
+/// faulted in at once, as NumPy does from 4 MiB (PERFORMANCE.md#fresh-outputs-allocating-calls).
+pub(crate) const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
+
+/// A transparent huge page on x86-64 Linux, in bytes.
+pub(crate) const HUGE_PAGE_BYTES: usize = 2 << 20;
+
+/// How far ahead, in index bytes, a scatter's passes ask for the lanes' indices: the
+/// hardware's own prefetch leaves index streams waiting on memory (PERFORMANCE.md#scatters).
+pub(crate) const INDEX_AHEAD_BYTES: usize = 2048;
