@@ -10,7 +10,7 @@ use crate::small::Small;
 /// ndarray makes them.
 pub(crate) fn default_strides(shape: &[usize]) -> IxDyn {
     // Computed on the stack and copied once: `IxDyn`'s every element access branches on
-    // where its items are (W7's allocating call: ~118 -> ~85 instructions here).
+    // where its items are (PERFORMANCE.md#tiny-calls-store-forwarding).
     let mut strides = [0usize; 8];
     let Some(s) = strides.get_mut(..shape.len()) else {
         let mut strides = IxDyn::zeros(shape.len());
@@ -74,8 +74,7 @@ pub(crate) fn span(shape: &[usize], strides: &[isize]) -> Option<(isize, isize)>
 
 /// Whether two shapes are equal: an inline loop where `==` calls `memcmp`, a third of a
 /// tiny plan's checks. Inlined, as are [`standard_len`] and `GatherPlan::check_input`:
-/// left to the compiler, all three stayed calls, and P7's `apply_into` took 16.9-17.5 ns
-/// instead of 11.4-11.6 (alternating runs on the AMD EPYC VM).
+/// left to the compiler, all three stay calls (PERFORMANCE.md#tiny-calls-store-forwarding).
 #[inline(always)]
 pub(crate) fn same(a: &[usize], b: &[usize]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)

@@ -82,16 +82,14 @@ mod plan;
 pub mod prelude;
 mod prepared;
 pub mod reduce;
-mod scatter;
 mod small;
 
 pub use axis::{AxisArg, TakeAxis};
 pub use error::GatherError;
-pub use ext::GatherExt;
+pub use ext::{GatherExt, ScatterExt};
 pub use index::{GatherIndex, IndexMode};
 pub use prepared::GatherPlan;
 pub use reduce::{Reducer, Reduction};
-pub use scatter::ScatterExt;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

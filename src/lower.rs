@@ -9,6 +9,7 @@
 
 use ndarray::{ArrayRef, Dimension, IxDyn, RawData, ViewRepr};
 
+use crate::axis::{AxisArg, TakeAxis};
 use crate::call::{Call, Dims, Raw};
 use crate::error::{GatherError, axis_range};
 use crate::index::{GatherIndex, IndexMode};
@@ -33,7 +34,58 @@ pub(crate) enum Lowering {
     AlongAxis(isize),
 }
 
+/// The one method table: each public method's lowering, shared by its gather, its
+/// scatter and its plan.
 impl Lowering {
+    /// `gather_multiaxis`, `scatter_multiaxis`, `GatherPlan::multiaxis`.
+    #[inline(always)]
+    pub fn multiaxis(axes: &[usize]) -> Self {
+        Lowering::Multiaxis(Small::from(axes))
+    }
+
+    /// `gather` (ONNX Gather), `scatter`, `GatherPlan::gather`.
+    #[inline(always)]
+    pub fn gather(axis: impl AxisArg) -> Self {
+        Self::batched(axis, 0)
+    }
+
+    /// `gather_batched` (tf.gather with `batch_dims`), `GatherPlan::gather_batched`.
+    #[inline(always)]
+    pub fn batched(axis: impl AxisArg, batch_dims: usize) -> Self {
+        Lowering::Batched {
+            axis: axis.signed(),
+            batch_dims,
+        }
+    }
+
+    /// `gather_elements` (ONNX GatherElements), `scatter_elements`,
+    /// `GatherPlan::gather_elements`.
+    #[inline(always)]
+    pub fn elements(axis: impl AxisArg) -> Self {
+        Lowering::Elements(axis.signed())
+    }
+
+    /// `gather_nd` (ONNX GatherND), `scatter_nd`, `GatherPlan::gather_nd`.
+    #[inline(always)]
+    pub fn nd(batch_dims: usize) -> Self {
+        Lowering::Nd(batch_dims)
+    }
+
+    /// `take` (numpy.take): with an axis as `gather`, without one on the flattened input.
+    #[inline(always)]
+    pub fn take(axis: impl TakeAxis) -> Self {
+        match axis.take_axis() {
+            Some(axis) => Self::gather(axis),
+            None => Lowering::Flat,
+        }
+    }
+
+    /// `take_along_axis` (numpy), `put_along_axis`, `GatherPlan::take_along_axis`.
+    #[inline(always)]
+    pub fn along_axis(axis: impl AxisArg) -> Self {
+        Lowering::AlongAxis(axis.signed())
+    }
+
     /// The core call for `input` and `indices`; `caller_input` is the input's shape as
     /// the caller passed it, if not `input`'s (a flattened view for [`Lowering::Flat`]);
     /// `zero` stands in for the indices of a `gather_nd` with no coordinates.
@@ -135,8 +187,7 @@ fn run_lowered<'a, A, I: GatherIndex, E: Dimension, T>(
 }
 
 /// `axis` counted from the end when negative, checked against `ndim`. (Inlined, with the
-/// error made apart: an out-of-line call returning a `GatherError` cost W7 ~30
-/// instructions for five.)
+/// error made apart: an out-of-line call returning a `GatherError` moves it.)
 #[inline]
 pub(crate) fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Result<usize, GatherError> {
     let n = ndim as isize;

@@ -13,7 +13,7 @@ const INLINE: usize = 6;
 /// A `Vec<T>` that stores up to six elements without allocating.
 ///
 /// The inline slots past `len` stay uninitialized: a planner's `Small` is made on every
-/// call, and zeroing three of them cost W7's call about 50 instructions.
+/// call, and zeroing them would be a tiny call's cost (PERFORMANCE.md#tiny-calls-store-forwarding).
 #[derive(Clone)]
 pub(crate) enum Small<T: Copy> {
     /// `items[..len]` are initialized, `len <= INLINE`.

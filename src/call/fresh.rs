@@ -37,11 +37,9 @@ pub(crate) unsafe fn fresh<A>(
     if checked_len(shape, size_of::<A>()) != Some(len) {
         return Err(internal(op, "the output's length is not its shape's"));
     }
-    // C-order strides, given rather than derived by ndarray (~260 -> ~140 instructions of
-    // W7's allocating call). Made before the gather, so that ndarray moves them long
-    // after they were written: moved at once, the 16-byte loads of the move waited for
-    // the 8-byte stores that wrote them (W7's allocating call: 172-176 -> 159-168 ns,
-    // alternating runs).
+    // C-order strides, given rather than derived by ndarray, made before the gather so
+    // that ndarray moves them long after they were written: moved at once, the 16-byte
+    // loads of the move wait for the 8-byte stores that wrote them (PERFORMANCE.md#tiny-calls-store-forwarding).
     let dims = IxDyn(shape).strides(default_strides(shape));
     let mut buf: Vec<A> = Vec::with_capacity(len);
     fault_in_huge_pages(&mut buf);
@@ -50,8 +48,7 @@ pub(crate) unsafe fn fresh<A>(
     unsafe { buf.set_len(len) };
     // SAFETY: `buf` holds exactly the `len` elements of `shape` (of at most isize::MAX
     // bytes), laid out in C order from the first by these strides (ndarray's own
-    // `from_shape_vec` without the general checks: ~140 of a tiny allocating gather's
-    // ~3200 instructions).
+    // `from_shape_vec` without the general checks).
     Ok(unsafe { ArrayD::from_shape_vec_unchecked(dims, buf) })
 }
 
@@ -62,9 +59,7 @@ pub(crate) unsafe fn fresh<A>(
 ///
 /// The kernel zeroes every fresh page as it maps it. Faulted by the gather's threads, two
 /// threads writing near each other fault the same huge page, and both zero it before one
-/// of them maps it; populated by one call, each page is zeroed once (alternating runs: W1
-/// allocating 4.4-4.8 -> 3.1-3.6 ms, W8 4.9-5.9 -> 3.5-4.3 ms; two threads populating
-/// one half each were as slow as not populating).
+/// of them maps it; populated by one call, each page is zeroed once (PERFORMANCE.md#fresh-pages).
 #[cfg(all(target_os = "linux", not(miri)))]
 pub(crate) fn fault_in_huge_pages<A>(buf: &mut Vec<A>) {
     let bytes = buf.capacity() * size_of::<A>();

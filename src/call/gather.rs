@@ -41,8 +41,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
     /// (old ones or input elements) in unspecified places.
     ///
     /// (`out` is read in place, not made a dynamic-rank view, which ndarray writes in
-    /// 8-byte stores that the next move reads back in 16-byte loads: W7's `_into` 84 ->
-    /// 80-81 ns, alternating runs.)
+    /// 8-byte stores that the next move reads back in 16-byte loads: PERFORMANCE.md#tiny-calls-store-forwarding.)
     pub fn gather_into<D: Dimension>(&self, out: &mut ArrayRef<A, D>) -> Result<(), GatherError> {
         let mut plan = self.empty_plan();
         self.plan(&mut plan, size_of::<A>())?;

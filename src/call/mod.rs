@@ -77,9 +77,7 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
     ///
     /// Inlined, as the functions that make its arguments are: an argument written in
     /// 8-byte stores and moved on at once was read back in 16-byte loads, which stall on
-    /// store forwarding (with ndarray's views as arguments, four times per tiny call: W7
-    /// `_into` 89-92 -> 84-85 ns, allocating 184-201 -> 168-174 ns, S4 88-95 -> 78 ns,
-    /// alternating runs on an AMD EPYC VM).
+    /// store forwarding (PERFORMANCE.md#tiny-calls-store-forwarding).
     #[inline(always)]
     pub fn lowered(
         op: &'static str,
@@ -149,8 +147,8 @@ impl<'a, S: RawData, I: GatherIndex> Call<'a, S, I> {
         self.final_dims(lowered).collect()
     }
 
-    /// Whether `shape` is [`Call::final_shape`] of `lowered` (compared in place: W7's call
-    /// spent a tenth of its instructions copying and comparing shapes).
+    /// Whether `shape` is [`Call::final_shape`] of `lowered`, compared in place rather
+    /// than copied (PERFORMANCE.md#tiny-calls-store-forwarding).
     #[inline]
     pub fn is_final_shape(&self, lowered: &[usize], shape: &[usize]) -> bool {
         shape.len() + self.remove.len() == lowered.len()

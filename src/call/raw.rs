@@ -10,8 +10,8 @@ use crate::plan::Layout;
 use crate::small::Small;
 
 /// The shape and strides of a view as a lowering sees it: the caller's, with unit axes
-/// inserted. The lowerings build these instead of reshaping ndarray's dynamic-rank views
-/// (W7's `gather` spent a fifth of its instructions inserting axes into views).
+/// inserted. The lowerings build these instead of reshaping ndarray's dynamic-rank views,
+/// which costs a tiny call more than its gather (PERFORMANCE.md#tiny-calls-store-forwarding).
 #[derive(Debug, Clone)]
 pub(crate) struct Dims {
     pub shape: Small<usize>,
@@ -22,14 +22,12 @@ impl Dims {
     /// The layout of a view with this shape and strides, with `n` unit axes inserted
     /// before each dimension `at` of `units` (ascending, positions in `shape`). Inlined
     /// into the lowering, which moves the result into its call: a returned `Dims` was
-    /// copied with 16-byte loads right after its 8-byte stores, and waited for them (W7's
-    /// allocating call: 190-198 -> 183-187 ns, a `GatherPlan::gather` build: 269-280 ->
-    /// 238-242 ns, alternating runs).
+    /// copied with 16-byte loads right after its 8-byte stores, and waited for them
+    /// (PERFORMANCE.md#tiny-calls-store-forwarding).
     #[inline(always)]
     pub fn with_units(shape: &[usize], strides: &[isize], units: &[(usize, usize)]) -> Dims {
         let rank = shape.len() + units.iter().map(|u| u.1).sum::<usize>();
-        // Filled in place: unit axes are the ones left as they were made (W7's allocating
-        // call: ~350 -> ~290 instructions for its two layouts).
+        // Filled in place: unit axes are the ones left as they were made.
         let mut d = Dims {
             shape: std::iter::repeat_n(1, rank).collect(),
             strides: std::iter::repeat_n(0, rank).collect(),
@@ -62,8 +60,8 @@ impl Dims {
 /// `ViewRepr<&'a A>` (a gather's input, any indices) or `ViewRepr<&'a mut A>` (a
 /// scatter's destination).
 ///
-/// (Not ndarray's dynamic-rank views: making one took ~16 ns from an `ArrayD` and ~35 ns
-/// from an `Array3`, and a tiny call made three.)
+/// (Not ndarray's dynamic-rank views, whose making costs a tiny call more than its gather:
+/// PERFORMANCE.md#tiny-calls-store-forwarding.)
 pub(crate) struct Raw<'s, S: RawData> {
     ptr: *mut S::Elem,
     shape: &'s [usize],

@@ -1,20 +1,19 @@
-//! The kernel: executes a [`Plan`](crate::plan::Plan) by walking output lanes. It only
-//! moves elements. Its rooms:
+//! The kernel: executes a [`Plan`](crate::plan::Plan) by walking output lanes, as the
+//! planner's strategy ([`Strategy`](crate::plan::Strategy)) says. It only moves elements
+//! and decides nothing: every size and threshold it uses is in
+//! [`plan::policy`](crate::plan::policy). Its rooms:
 //!
-//! - [`schedule`]: numbered jobs on the calling thread and the rayon pool, with panics
-//!   and failures collected (shared with scatter);
-//! - [`walk`]: the odometer that visits a range of positions lane by lane (shared with
-//!   scatter);
-//! - `blocks`: rows of whole block lanes as a prefetching pipeline;
-//! - `elements`: the one-axis element loop and its CPU variants;
-//! - `stage`: rows of lanes staged through a buffer: lanes that stride through the
-//!   output, gathered contiguously and written along the output's memory order, and
-//!   rows of a far-striding input axis, copied with the axis contiguous, and slabs of
-//!   the input that a row of lanes re-reads (the planner's strips), copied once;
-//! - `store`: stores and the guard for uninitialized output;
-//! - `stream`: block copies with streaming stores, for outputs too large for the caches;
-//! - `scatter`: the scatter kernel, on the same walk and scheduler;
-//! - this file: [`Task`], which owns the bounds invariants, and the gather's lanes.
+//! - `gather/`: the gather kernel, [`Task`]: one lane at a time (`lane`), rows of block
+//!   lanes as a prefetching pipeline (`blocks`), the one-axis element loop and its CPU
+//!   variants (`elements`), rows of lanes staged through a buffer (`stage`);
+//! - `scatter/`: the scatter kernel, [`ScatterTask`]: the index check (`check`), the
+//!   histogram's count and replay (`histogram`), tiny scatters (`tiny`), the combining
+//!   pipeline (`apply`) and which positions land in a thread's span (`span`);
+//! - shared by both: [`schedule`] (numbered jobs on the calling thread and the rayon pool,
+//!   panics and failures collected), [`walk`] (the odometer over a range of positions),
+//!   `bounds` (the bounds invariant and the index lookup), `prefetch` (prefetch hints),
+//!   `store` (stores and the guard for uninitialized output) and `stream` (block copies
+//!   with streaming stores, for outputs too large for the caches).
 //!
 //! The innermost loop of the plan is the *lane*. When the indices do not advance along it
 //! (a block gather: ONNX Gather's trailing dimensions, GatherND's slices), the gathered

@@ -55,10 +55,8 @@ pub(super) fn next_row_share<A>(row_len: usize, positions: usize, next: isize) -
 }
 
 /// How many lanes `row_idx` elements of `I` apart reach about 2 KiB ahead in the indices
-/// (at least one): the distance at which a scatter asks for them. (The hardware's own
-/// prefetch leaves index streams waiting on memory on this VM: S3's index check took
-/// 5 ms for 16 MB of indices, 2 ms with these prefetches. The gather's block pipeline,
-/// which reads its indices a few lanes ahead anyway, gained nothing measurable.)
+/// (at least one): the distance at which a scatter asks for them; the hardware's own
+/// prefetch leaves index streams waiting on memory (PERFORMANCE.md#scatter-passes).
 pub(crate) fn lines_ahead<I>(row_idx: isize) -> isize {
     let step = (row_idx.unsigned_abs() * size_of::<I>()).max(1);
     (INDEX_AHEAD_BYTES / step).clamp(1, 256) as isize

@@ -2,8 +2,8 @@
 //! 64-byte lines with non-temporal stores, which skip reading each line before it is
 //! overwritten (a third of a cached copy's memory traffic).
 
-/// Whether this CPU streams: x86-64 with AVX (16-byte streaming stores were no faster
-/// than cached ones on the AMD EPYC VM). Never under Miri, which cannot run the
+/// Whether this CPU streams: x86-64 with AVX (16-byte SSE2 streaming stores do not pay:
+/// PERFORMANCE.md#block-gathers-w1-w2-w5-w6-w8). Never under Miri, which cannot run the
 /// assembly.
 pub(super) fn available() -> bool {
     #[cfg(all(target_arch = "x86_64", not(miri)))]

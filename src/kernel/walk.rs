@@ -156,8 +156,8 @@ pub(crate) fn each_lane(
     outer: &[Loop],
     mut lane: impl FnMut(At) -> Result<(), BadIndex>,
 ) -> Result<(), BadIndex> {
-    // The odometer on the stack up to rank 8 (a `Small`'s every access branches on where
-    // its items are: ~20 of W7's ~1850 instructions).
+    // The odometer on the stack up to rank 8: a `Small`'s every access branches on where
+    // its items are (PERFORMANCE.md#tiny-calls-store-forwarding).
     let mut inline = [0usize; 8];
     let mut spilled;
     let coord: &mut [usize] = match inline.get_mut(..outer.len()) {

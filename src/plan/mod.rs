@@ -214,7 +214,7 @@ impl Plan {
     /// Fills in the output strides of the plan's own dimensions (one per dimension), so
     /// that `dims` are loops over the same positions as [`Plan::loops`], in the same
     /// order, unmerged (dimensions of length 1 kept): for tiny calls, which merging does
-    /// not repay (W7's `_into` 88 -> 67 ns, S4 106 -> 88 ns, alternating runs).
+    /// not repay (PERFORMANCE.md#tiny-calls-store-forwarding).
     pub fn set_out_strides(&mut self, out_strides: impl IntoIterator<Item = isize>) {
         for (l, s) in self.dims.iter_mut().zip(out_strides) {
             l.out = s;
@@ -222,8 +222,7 @@ impl Plan {
     }
 
     /// [`Plan::set_out_strides`] for a C-contiguous output of the plan's shape (a fresh
-    /// one), computed in place (W7's allocating call: ~60 instructions fewer than making
-    /// the strides first).
+    /// one), computed in place rather than made first (PERFORMANCE.md#tiny-calls-store-forwarding).
     pub fn set_c_out_strides(&mut self) {
         let mut acc = 1isize;
         for l in self.dims.iter_mut().rev() {
@@ -256,8 +255,7 @@ impl Plan {
     /// whose indices move it along an axis of stride above 1 does not count as moving
     /// with unit stride through the input: rows gathered by 1-D indices into a
     /// Fortran-order output would otherwise run lane by lane down the columns, each
-    /// element from another row (512 rows of 8192 `f32`: 11 ms, against 1.7 ms in
-    /// staged tiles and 0.7 ms into a C-order output).
+    /// element from another row (PERFORMANCE.md#staged-lanes).
     pub fn loops_any_order(&self, out_strides: &[isize]) -> Small<Loop> {
         let unit = |l: &Loop| {
             [l.out, l.inp, l.idx]
@@ -328,9 +326,7 @@ fn push_loop(loops: &mut Small<Loop>, l: Loop) {
 
 /// Pushes a default `T` and lets `set` fill in its fields: a 32-byte `Loop` or `AxisTerm`
 /// copied whole goes through the stack, and its 16-byte reloads of 8-byte stores stall on
-/// store forwarding (W7 `_into`: 180 -> 150 ns with the planner's and the merge's loops
-/// pushed this way; 98-99 -> 94-95 ns with the axis terms too and no division for one
-/// axis, alternating runs on an AMD EPYC VM).
+/// store forwarding (PERFORMANCE.md#tiny-calls-store-forwarding).
 #[inline(always)]
 fn push_in_place<T: Copy + Default>(v: &mut Small<T>, set: impl FnOnce(&mut T)) {
     v.push(T::default());

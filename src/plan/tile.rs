@@ -10,7 +10,7 @@ use crate::small::Small;
 /// input), strip-mined into tiles of `TILE_CROSS` x `TILE_LANE` positions: the cross loop
 /// moves inside the lane's chunks and becomes the row around the lane, so that the
 /// kernel stages each tile (gathers its lanes into a buffer, then writes the output along
-/// the cross loop, `kernel::stage`) while the input rows it reads stay in cache. A short
+/// the cross loop, `kernel::gather::stage`) while the input rows it reads stay in cache. A short
 /// lane is staged whole; a short cross loop around it moves inside chunks of
 /// `SHORT_ROW` positions of the row instead. Unchanged where the lane's output stride is
 /// already unit, a length is not a multiple of its tile's, a short lane's cross loop is
@@ -39,8 +39,7 @@ pub(crate) fn tiled(loops: Small<Loop>) -> Small<Loop> {
         // along the last axis, W3) reads anywhere along its axis, so a tile's 64
         // positions would read 64 rows at random, each line a miss of its own. Staged
         // whole instead, each group of lanes is gathered as in a C-order output, the next
-        // lane's row prefetched (W3 into a Fortran-order output 6.0-6.2 -> 3.1-3.4 ms,
-        // alternating runs on an AMD EPYC VM).
+        // lane's row prefetched (PERFORMANCE.md#staged-lanes).
         return loops;
     }
     if lane.len <= 2 * TILE_LANE {
@@ -49,7 +48,7 @@ pub(crate) fn tiled(loops: Small<Loop>) -> Small<Loop> {
         // rows too short to keep the block pipeline's reads in flight). A short cross
         // loop moves inside chunks of that row instead, so that the output lines a
         // chunk writes are written again, by the cross loop's next position, while
-        // still in cache (W8 into a Fortran-order output: 7.0-7.9 -> 5.1-5.6 ms).
+        // still in cache (PERFORMANCE.md#staged-lanes).
         let (row, rest) = outer.split_last().unwrap_or((&lane, &[]));
         let Some(tr) = fit(row.len, SHORT_ROW).filter(|_| x < rest.len() && cross.len < TILE_CROSS) else {
             return loops;

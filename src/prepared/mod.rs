@@ -91,7 +91,7 @@ pub struct GatherPlan {
 /// How a plan gathers.
 #[derive(Debug, Clone)]
 pub(crate) enum How {
-    /// A tiny output (at most [`TINY`] elements): a small lookup in a hot loop as a plain
+    /// A tiny output (at most [`PLAN_TINY`](crate::plan::policy::PLAN_TINY) elements): a small lookup in a hot loop as a plain
     /// loop over input offsets, for inputs and outputs of any layout.
     Tiny(Tiny),
     /// Any other: the positions, and the gather lowered for standard-layout inputs (boxed:
@@ -125,7 +125,7 @@ impl GatherPlan {
         indices: &ArrayRef<I, E>,
         axes: &[usize],
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = Lowering::Multiaxis(Small::from(axes));
+        let lowering = Lowering::multiaxis(axes);
         Self::new(
             "gather_multiaxis",
             lowering,
@@ -161,10 +161,7 @@ impl GatherPlan {
         indices: &ArrayRef<I, E>,
         axis: impl AxisArg,
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = Lowering::Batched {
-            axis: axis.signed(),
-            batch_dims: 0,
-        };
+        let lowering = Lowering::gather(axis);
         Self::new("gather", lowering, input_shape, indices, IndexMode::Raise)
     }
 
@@ -189,7 +186,7 @@ impl GatherPlan {
         indices: &ArrayRef<I, E>,
         axis: impl AxisArg,
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = Lowering::Elements(axis.signed());
+        let lowering = Lowering::elements(axis);
         Self::new(
             "gather_elements",
             lowering,
@@ -226,7 +223,7 @@ impl GatherPlan {
     ) -> Result<GatherPlan, GatherError> {
         Self::new(
             "gather_nd",
-            Lowering::Nd(batch_dims),
+            Lowering::nd(batch_dims),
             input_shape,
             indices,
             IndexMode::Raise,
@@ -255,10 +252,7 @@ impl GatherPlan {
         axis: impl AxisArg,
         batch_dims: usize,
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = Lowering::Batched {
-            axis: axis.signed(),
-            batch_dims,
-        };
+        let lowering = Lowering::batched(axis, batch_dims);
         Self::new("gather_batched", lowering, input_shape, indices, IndexMode::Raise)
     }
 
@@ -283,13 +277,7 @@ impl GatherPlan {
         axis: impl TakeAxis,
         mode: IndexMode,
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = match axis.take_axis() {
-            Some(axis) => Lowering::Batched {
-                axis: axis.signed(),
-                batch_dims: 0,
-            },
-            None => Lowering::Flat,
-        };
+        let lowering = Lowering::take(axis);
         Self::new("take", lowering, input_shape, indices, mode)
     }
 
@@ -314,7 +302,7 @@ impl GatherPlan {
         indices: &ArrayRef<I, E>,
         axis: impl AxisArg,
     ) -> Result<GatherPlan, GatherError> {
-        let lowering = Lowering::AlongAxis(axis.signed());
+        let lowering = Lowering::along_axis(axis);
         Self::new(
             "take_along_axis",
             lowering,

@@ -18,7 +18,7 @@ pub(crate) struct Tiny {
     /// The input offset of each output element (row-major), in a standard-layout input.
     pub(crate) offsets: Box<[u32]>,
     /// The output shape and its C-order strides, as ndarray's allocating constructors take
-    /// them (building them from `output_shape` was ~200 of `apply`'s ~800 instructions).
+    /// them, made once (PERFORMANCE.md#tiny-calls-store-forwarding).
     pub(crate) dim: IxDyn,
     pub(crate) strides: IxDyn,
 }
@@ -55,7 +55,7 @@ impl Tiny {
         }))
     }
 
-    /// [`GatherPlan::apply`] (`op`) for an input of the plan's shape.
+    /// [`GatherPlan::apply`](crate::GatherPlan::apply) (`op`) for an input of the plan's shape.
     pub(crate) fn apply<A: Clone, D: Dimension>(
         &self,
         op: &'static str,
@@ -75,7 +75,7 @@ impl Tiny {
         Ok(unsafe { ArrayD::from_shape_vec_unchecked(shape, values) })
     }
 
-    /// [`GatherPlan::apply_into`] (`op`) for an input and an output of the plan's shapes.
+    /// [`GatherPlan::apply_into`](crate::GatherPlan::apply_into) (`op`) for an input and an output of the plan's shapes.
     pub(crate) fn apply_into<A: Clone, D: Dimension, D2: Dimension>(
         &self,
         op: &'static str,
@@ -114,7 +114,7 @@ pub(crate) fn outside(op: &'static str) -> GatherError {
 }
 
 /// `a`'s elements in standard layout as a slice: ndarray's `as_slice` without its
-/// dynamic-rank overhead (each of its calls was ~80 of P7's ~340 instructions).
+/// dynamic-rank overhead (PERFORMANCE.md#tiny-calls-store-forwarding).
 pub(crate) fn standard_slice<A, D: Dimension>(a: &ArrayRef<A, D>) -> Option<&[A]> {
     let len = standard_len(a.shape(), a.strides())?;
     // SAFETY: in standard layout, `a`'s `len` elements are contiguous from its first one,

@@ -1,6 +1,7 @@
 //! The integration tests, in one binary to keep link time down.
 
 mod axes;
+mod bounds;
 mod docs;
 mod errors;
 mod fixtures;

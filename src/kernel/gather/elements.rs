@@ -153,14 +153,9 @@ impl<A: Clone> Axis1<A> {
         } = self;
         let mut good = true;
         // In chunks, each asking for the indices two chunks ahead: the hardware's own
-        // prefetch left index streams waiting on memory on an Intel VM (W3's 32 MB of i64
-        // indices, before the row prefetch below: 1.8 -> 1.5 ms; W4, then bound by its
-        // random rows, and P3's u16 positions unchanged). The prefetches sit outside the
+        // prefetch left index streams waiting on memory. The prefetches sit outside the
         // loop, which stays vectorized. Past the run's end only if the stream goes on
-        // there (a slab's lanes of 128 indices, each row's 16 KiB apart, fetched the next
-        // strips' indices, which were gone before their turn: with the slab's own
-        // prefetch instead, W4 4.8-5.2 -> 4.1-4.2 ms, P4 3.6-3.7 -> 2.9 ms, alternating
-        // runs).
+        // there: a slab's lanes prefetch for themselves (PERFORMANCE.md#row-lanes-and-index-prefetch).
         let row = step == 0 && stride == 1;
         let chunk = if row {
             ROW_CHUNK
@@ -171,10 +166,7 @@ impl<A: Clone> Axis1<A> {
         // Every element from one contiguous row (GatherElements along the last axis, W3
         // and P3): the lane's random reads wait on the row's lines, each a miss of its
         // own, unless the row came in before. So each chunk asks for its share of the
-        // next lane's row, in order (W3 into on two threads, fastest tenth of calls:
-        // 3.07-3.22 -> 1.75-1.99 ms, its plan 2.39-2.57 -> 1.32-1.36 ms on an AMD EPYC
-        // VM, alternating runs; a 1-thread loop outside the crate 6.1 -> 2.9 ms, 5.5 ms
-        // with the whole row asked for at once, 3.4 ms into L2 only).
+        // next lane's row, in order (PERFORMANCE.md#row-lanes-and-index-prefetch).
         let share = if row {
             next_row_share::<A>(len, total, next)
         } else {
@@ -182,8 +174,7 @@ impl<A: Clone> Axis1<A> {
         };
         let next = inp.wrapping_offset(next).cast::<u8>();
         for (c, (out, idx)) in out.chunks_mut(chunk).zip(idx.chunks(chunk)).enumerate() {
-            // (Not both: with the index prefetch too, W3 took 0.1-0.4 ms and P3 0.3-0.4
-            // ms longer, alternating runs.)
+            // (Not both: the index prefetch then costs time, PERFORMANCE.md#row-lanes-and-index-prefetch.)
             if share == 0 && (past_end || (c + 2) * chunk < total) {
                 prefetch_block(idx.as_ptr().wrapping_add(2 * chunk), ELEMENT_CHUNK_BYTES);
             }
@@ -192,9 +183,7 @@ impl<A: Clone> Axis1<A> {
             }
             let base = (c * chunk) as isize * step;
             if row {
-                // The row indexed directly, without the offset arithmetic (W3 into,
-                // fastest tenth of calls: 3.14-3.31 -> 2.89-3.01 ms, five alternating
-                // runs on an AMD EPYC VM).
+                // The row indexed directly, without the offset arithmetic (PERFORMANCE.md#row-lanes-and-index-prefetch).
                 for (o, &v) in out.iter_mut().zip(idx) {
                     let (j, ok) = R::resolve_or_zero(v, len);
                     good &= ok;

@@ -66,7 +66,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     ///
     /// Inlined, with the helpers it calls: made out of line, the task was copied to its
     /// caller in 16-byte loads right after its lane's 8-byte stores, and waited for them
-    /// (W7's `_into` 89 -> 83 ns, alternating runs).
+    /// (PERFORMANCE.md#tiny-calls-store-forwarding).
     #[inline(always)]
     pub unsafe fn new(
         loops: &'a [Loop],
@@ -157,7 +157,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
 
     /// Gathers every position of a tiny task (at most [`TINY`]), lane by lane,
     /// without the range and staging set-up of [`Task::walk_range`]: its cost is its
-    /// overhead (W7's `_into` 91 -> 85 ns, its plan's `apply_into` 34 -> 28 ns).
+    /// overhead (PERFORMANCE.md#tiny-calls-store-forwarding).
     ///
     /// # Safety
     /// `Task::new`'s contract.

@@ -46,8 +46,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         let group = output_group(n);
         let buf = buf.cast::<A>();
         // The same gather with each lane contiguous in the buffer, `n` apart; lanes that
-        // read whole rows prefetch the next lane's row as in a C-order output (whole
-        // lanes into a Fortran-order output: W3 4.8-4.9 -> 3.2-3.5 ms).
+        // read whole rows prefetch the next lane's row as in a C-order output
+        // (PERFORMANCE.md#staged-lanes).
         let staged = Task {
             outer: std::slice::from_ref(&row),
             lane: Loop { out: 1, ..self.lane },
@@ -72,9 +72,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             let into_buf = At { out: 0, ..first };
             let mut w = 0;
             if row.out.unsigned_abs() == 1 && g * n <= STAGE {
-                // A tile's output runs, to be in cache when the move writes them. (Not a
-                // group of whole lanes: W3 into a Fortran-order output 3.6-4.0 ms with
-                // the prefetch, 3.1-3.4 without, alternating runs.)
+                // A tile's output runs, to be in cache when the move writes them (not a
+                // group of whole lanes', which gains nothing: PERFORMANCE.md#staged-lanes).
                 let low = first.out + (g as isize - 1) * row.out.min(0);
                 for i in 0..n as isize {
                     let p = self.out.wrapping_offset(low + i * self.lane.out);
@@ -121,7 +120,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
     }
 
     /// `count` whole lanes along `row`, the first at offsets `at`, in groups of up to
-    /// [`INPUT_ROWS`] rows: each group's rows copied into `buf` (row `k`'s element `j` of
+    /// [`INPUT_ROWS`](crate::plan::policy::INPUT_ROWS) rows: each group's rows copied into `buf` (row `k`'s element `j` of
     /// the gathered axis at `buf[k * len + j]`), then each lane gathered from its row
     /// there.
     ///

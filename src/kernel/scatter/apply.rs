@@ -106,8 +106,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         }
         let axes: &[AxisTerm] = if N == 0 { t.axes } else { fixed };
         // Everything the loop reads, in locals: the compiler cannot tell that writing
-        // `A` values leaves the task alone (S3: ~80 -> ~70 instructions per point, fewer
-        // spills; 8.4 -> 7.0 ms).
+        // `A` values leaves the task alone, and would reload it (PERFORMANCE.md#scatter-passes).
         let (dst, upd, idx, reducer) = (self.dst, t.upd, t.idx, self.reducer);
         let (n, (lo, hi)) = (if K > 0 { K } else { t.lane.len }, self.own);
         let bytes = n * size_of::<A>();
@@ -158,10 +157,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
 
     /// [`Apply::pipeline`] for blocks of `K` contiguous elements when this part owns the
     /// whole destination and the indices were checked before: no ownership tests, and
-    /// only the destinations prefetched (the updates and indices stream in order). S3's
-    /// 1M points: 8.1-9.2 -> 4.8-6.5 ms with [`combine`]'s one store per point (the
-    /// scatter workload, alternating runs; as in the CHANGELOG); the updates' and
-    /// indices' prefetches made no difference either way.
+    /// only the destinations prefetched (the updates and indices stream in order:
+    /// PERFORMANCE.md#scatter-passes).
     ///
     /// # Safety
     /// As for [`Apply::pipeline`]; every coordinate of the lanes was checked, and every
@@ -216,8 +213,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
 /// drop glue the updates are cloned into a local block first: the compiler, which cannot
 /// tell that updates and destination do not overlap, then writes the block with one
 /// store instead of `K`, and random writes, each holding a store-buffer entry until its
-/// cache line arrives, keep four times as many blocks in flight (S3's 16-byte points:
-/// 6.7-8.9 -> 4.8-5.8 ms for the scatter pass without the index check, alternating runs).
+/// cache line arrives, keep four times as many blocks in flight (PERFORMANCE.md#scatter-passes).
 #[inline(always)]
 pub(crate) fn combine<A: Clone, R: Reducer<A>, const K: usize>(d: &mut [A; K], u: &[A; K], reducer: R) {
     if !needs_drop::<A>() {
@@ -292,8 +288,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
             let mut good = true;
             let far = lines_ahead::<I>(l.idx);
             // Position `i`'s destination offset (position 0 along the axis for a bad
-            // index) and its update; the indices asked for 2 KiB ahead (S5's 128 MB of
-            // indices: 49 -> 21 ms, S2 11 -> 8 ms).
+            // index) and its update; the indices asked for 2 KiB ahead (PERFORMANCE.md#scatter-passes).
             let mut at_i = |i: isize| {
                 prefetch_line(idx.wrapping_offset((i + far) * l.idx));
                 // SAFETY: index `i` of the lane exists.
@@ -307,9 +302,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
             // A lane whose destinations are one contiguous row (scatter_elements along
             // the last axis, S2) writes it at random, each line a miss of its own unless
             // it came in before: each chunk asks for its share of the next lane's row, as
-            // the gather's row lanes do.
-            // (S2 on two threads: 5.0-5.3 -> 3.3-4.1 ms, alternating runs; without the
-            // indices' prefetch above for such lanes, 3.7-4.0 ms.)
+            // the gather's row lanes do (PERFORMANCE.md#scatter-passes).
             let next = t.outer.last().map_or(0, |r| r.inp);
             let share = if l.inp == 0 && a.stride == 1 {
                 next_row_share::<A>(a.len, last - first, next)

@@ -45,7 +45,7 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
     /// `count` block lanes along `row`, one coordinate each ([`check_row`]).
     unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
         let t = self.task;
-        // One or two axis terms by value (S3: ~44 -> ~20 instructions per point).
+        // One or two axis terms by value: constant loops (PERFORMANCE.md#scatter-passes).
         // SAFETY: (every arm) forwarded, with this task's own axis terms.
         let good = unsafe {
             match t.axes {
@@ -81,8 +81,8 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
 }
 
 /// Whether the coordinates of `count` lanes along `row`, the first at index offset `at`,
-/// all resolve through `axes`; a tight loop that asks for the indices a few KiB ahead (the
-/// hardware's own prefetch left S3's check at 5 ms for 16 MB of indices; 2 ms with this).
+/// all resolve through `axes`; a tight loop that asks for the indices a few KiB ahead,
+/// which the hardware's own prefetch does not (PERFORMANCE.md#scatter-passes).
 ///
 /// # Safety
 /// The lanes' coordinates are elements of the indices at `idx`.

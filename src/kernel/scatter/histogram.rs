@@ -22,8 +22,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'_, A, I> {
     /// the indices checked on the way, the destination untouched), and then combine the
     /// value `c` times into each element (the elements split between them): the same
     /// bits as row-major order on any number of threads, with every thread reading its
-    /// share of the indices once (S5's 16M indices into 1024 bins: 18-21 -> 10.4-11.8 ms,
-    /// alternating runs).
+    /// share of the indices once (PERFORMANCE.md#scatter-passes).
     pub(crate) fn count_then_replay<R: Reducer<A>>(&self, reducer: R) -> Result<(), BadIndex> {
         let total = positions(self.outer, &self.lane);
         let (lo, hi) = self.span;
@@ -141,8 +140,8 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Count<'_, '_, A, I> {
                 debug_assert!(e < counts.len());
                 // SAFETY: `at.inp + i * inp + g * stride` with `g` below the axis length
                 // is a destination element (`new`'s contract), so `e` is below the
-                // destination's span, the counts' length (the destination is dense). (A
-                // bounds check here cost S5's count 8.6 -> 11.0 ms on two threads.)
+                // destination's span, the counts' length (the destination is dense). (No
+                // bounds check in this hot loop: PERFORMANCE.md#scatter-passes.)
                 unsafe { *counts.get_unchecked_mut(e) += 1 };
             }
         } else {

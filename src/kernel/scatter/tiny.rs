@@ -7,14 +7,13 @@ use crate::kernel::{BadIndex, Operand, debug_check_reach, locate};
 use crate::plan::{AxisTerm, Loop};
 use crate::reduce::Reducer;
 
-/// A scatter of few positions (at most [`SCATTER_TINY`] where the caller chooses it; any
-/// number is correct, only slower than [`ScatterTask`] for many): one pass checks every
+/// A scatter of few positions (at most [`SCATTER_TINY`](crate::plan::policy::SCATTER_TINY) where the caller chooses it; any
+/// number is correct, only slower than [`ScatterTask`](super::ScatterTask) for many): one pass checks every
 /// index, a second one combines the updates in row-major order, without the spans, parts
-/// and visitors a large scatter sets up, which a tiny one does not repay (S4's 8 updates:
-/// ~2400 -> ~1550 instructions per call, with the plan's own loops).
+/// and visitors a large scatter sets up, which a tiny one does not repay (PERFORMANCE.md#tiny-calls-store-forwarding).
 ///
 /// # Safety
-/// [`ScatterTask::new`]'s contract.
+/// [`ScatterTask::new`](super::ScatterTask::new)'s contract.
 pub(crate) unsafe fn scatter_tiny<A: Clone, I: GatherIndex, R: Reducer<A>>(
     loops: &[Loop],
     axes: &[AxisTerm],
@@ -39,7 +38,7 @@ pub(crate) unsafe fn scatter_tiny<A: Clone, I: GatherIndex, R: Reducer<A>>(
 /// by value is a constant loop).
 ///
 /// # Safety
-/// [`ScatterTask::new`]'s contract for `loops`, `axes` and the operands `(dst, updates,
+/// [`ScatterTask::new`](super::ScatterTask::new)'s contract for `loops`, `axes` and the operands `(dst, updates,
 /// indices)`.
 #[inline(always)]
 pub(crate) unsafe fn tiny<A: Clone, I: GatherIndex, R: Reducer<A>>(

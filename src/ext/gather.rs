@@ -2,19 +2,12 @@
 
 use ndarray::{Array, ArrayBase, ArrayD, ArrayRef, Data, Dimension};
 
+use super::private;
 use crate::axis::{AxisArg, TakeAxis};
 use crate::call::{Call, Raw};
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode};
 use crate::lower::{self, Lowering};
-use crate::small::Small;
-
-/// The seal of the extension traits: only ndarray's arrays implement them.
-pub(crate) mod private {
-    pub trait Sealed {}
-    impl<A, D> Sealed for ndarray::ArrayRef<A, D> {}
-    impl<S: ndarray::RawData, D> Sealed for ndarray::ArrayBase<S, D> {}
-}
 
 /// Gather methods for every ndarray array and view (`Array`, `ArrayView`, `ArcArray`,
 /// `CowArray`, `ArrayRef`, ...), whatever its memory layout.
@@ -27,7 +20,7 @@ pub(crate) mod private {
 /// of its arguments; each method's documentation gives the lowering. The table in the
 /// [crate documentation](crate#every-library-s-gather) maps each library's call to its
 /// method here.
-pub trait GatherExt<A, D>: private::Sealed
+pub trait GatherExt<A, D>: private::Sealed<A, D>
 where
     A: Clone + Send + Sync,
     D: Dimension,
@@ -85,7 +78,14 @@ where
         &self,
         indices: &ArrayRef<I, E>,
         axes: &[usize],
-    ) -> Result<Array<A, D>, GatherError>;
+    ) -> Result<Array<A, D>, GatherError> {
+        const OP: &str = "gather_multiaxis";
+        let lowering = Lowering::multiaxis(axes);
+        into_dim(
+            OP,
+            alloc(self.array_ref(), indices, OP, &lowering, IndexMode::Raise)?,
+        )
+    }
 
     /// [`gather_multiaxis`](GatherExt::gather_multiaxis) into `out`, which must have exactly
     /// the output shape (any memory order). No output is allocated; the call itself
@@ -122,7 +122,15 @@ where
         indices: &ArrayRef<I, E>,
         axes: &[usize],
         out: &mut ArrayRef<A, D>,
-    ) -> Result<(), GatherError>;
+    ) -> Result<(), GatherError> {
+        let call = Call::multiaxis(
+            "gather_multiaxis_into",
+            Raw::of(self.array_ref()),
+            Raw::of(indices),
+            axes,
+        );
+        call.gather_into(out)
+    }
 
     /// ONNX Gather (opsets 1, 11, 13) = numpy.take with an axis = tf.gather (batch_dims 0)
     /// = torch.index_select (1-D indices): whole slices of the input along `axis`, one per
@@ -162,7 +170,10 @@ where
         &self,
         indices: &ArrayRef<I, E>,
         axis: impl AxisArg,
-    ) -> Result<ArrayD<A>, GatherError>;
+    ) -> Result<ArrayD<A>, GatherError> {
+        let lowering = Lowering::gather(axis);
+        alloc(self.array_ref(), indices, "gather", &lowering, IndexMode::Raise)
+    }
 
     /// ONNX GatherElements = torch.gather = CoreML gather_along_axis: one element per
     /// index, `output[i][j][k] = input[index][j][k]` for `axis = 0` and so on.
@@ -202,7 +213,19 @@ where
         &self,
         indices: &ArrayRef<I, E>,
         axis: impl AxisArg,
-    ) -> Result<Array<A, D>, GatherError>;
+    ) -> Result<Array<A, D>, GatherError> {
+        const OP: &str = "gather_elements";
+        into_dim(
+            OP,
+            alloc(
+                self.array_ref(),
+                indices,
+                OP,
+                &Lowering::elements(axis),
+                IndexMode::Raise,
+            )?,
+        )
+    }
 
     /// ONNX GatherND = tf.gather_nd = CoreML gather_nd: the last indices dimension holds
     /// `k` coordinates into the input dimensions after the first `batch_dims`; each
@@ -243,7 +266,15 @@ where
         &self,
         indices: &ArrayRef<I, E>,
         batch_dims: usize,
-    ) -> Result<ArrayD<A>, GatherError>;
+    ) -> Result<ArrayD<A>, GatherError> {
+        alloc(
+            self.array_ref(),
+            indices,
+            "gather_nd",
+            &Lowering::nd(batch_dims),
+            IndexMode::Raise,
+        )
+    }
 
     /// tf.gather with `batch_dims` = CoreML gather with `batch_dims`: for each of the
     /// first `batch_dims` positions, [`gather`](GatherExt::gather) with that position's
@@ -284,7 +315,16 @@ where
         indices: &ArrayRef<I, E>,
         axis: impl AxisArg,
         batch_dims: usize,
-    ) -> Result<ArrayD<A>, GatherError>;
+    ) -> Result<ArrayD<A>, GatherError> {
+        let lowering = Lowering::batched(axis, batch_dims);
+        alloc(
+            self.array_ref(),
+            indices,
+            "gather_batched",
+            &lowering,
+            IndexMode::Raise,
+        )
+    }
 
     /// numpy.take: with `Some(axis)`, [`gather`](GatherExt::gather) with an
     /// [`IndexMode`]; with `None`, elements of the input read in logical row-major order
@@ -320,7 +360,10 @@ where
         indices: &ArrayRef<I, E>,
         axis: impl TakeAxis,
         mode: IndexMode,
-    ) -> Result<ArrayD<A>, GatherError>;
+    ) -> Result<ArrayD<A>, GatherError> {
+        let lowering = Lowering::take(axis);
+        alloc(self.array_ref(), indices, "take", &lowering, mode)
+    }
 
     /// numpy.take_along_axis = torch.take_along_dim: same rank, one element per index
     /// along `axis`, the other dimensions broadcast both ways (equal, or 1 on either side).
@@ -355,7 +398,19 @@ where
         &self,
         indices: &ArrayRef<I, E>,
         axis: impl AxisArg,
-    ) -> Result<Array<A, D>, GatherError>;
+    ) -> Result<Array<A, D>, GatherError> {
+        const OP: &str = "take_along_axis";
+        into_dim(
+            OP,
+            alloc(
+                self.array_ref(),
+                indices,
+                OP,
+                &Lowering::along_axis(axis),
+                IndexMode::Raise,
+            )?,
+        )
+    }
 }
 
 /// Converts a dynamic-rank result to the input's dimension type (same rank, by the plan).
@@ -364,125 +419,19 @@ pub(crate) fn into_dim<A, D: Dimension>(op: &'static str, a: ArrayD<A>) -> Resul
         .map_err(|_| internal(op, "the output's rank is not the input's"))
 }
 
-impl<A, D> GatherExt<A, D> for ArrayRef<A, D>
+impl<A: Clone + Send + Sync, D: Dimension> GatherExt<A, D> for ArrayRef<A, D> {}
+
+/// So that `T: GatherExt<A, D>` bounds accept owned arrays and views too.
+impl<A, S, D> GatherExt<A, D> for ArrayBase<S, D>
 where
     A: Clone + Send + Sync,
+    S: Data<Elem = A>,
     D: Dimension,
 {
-    fn gather_multiaxis<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axes: &[usize],
-    ) -> Result<Array<A, D>, GatherError> {
-        const OP: &str = "gather_multiaxis";
-        let lowering = Lowering::Multiaxis(Small::from(axes));
-        into_dim(OP, alloc(self, indices, OP, &lowering, IndexMode::Raise)?)
-    }
-
-    fn gather_multiaxis_into<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axes: &[usize],
-        out: &mut ArrayRef<A, D>,
-    ) -> Result<(), GatherError> {
-        let call = Call::multiaxis("gather_multiaxis_into", Raw::of(self), Raw::of(indices), axes);
-        call.gather_into(out)
-    }
-
-    fn gather<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl AxisArg,
-    ) -> Result<ArrayD<A>, GatherError> {
-        let lowering = Lowering::Batched {
-            axis: axis.signed(),
-            batch_dims: 0,
-        };
-        alloc(self, indices, "gather", &lowering, IndexMode::Raise)
-    }
-
-    fn gather_elements<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl AxisArg,
-    ) -> Result<Array<A, D>, GatherError> {
-        const OP: &str = "gather_elements";
-        into_dim(
-            OP,
-            alloc(
-                self,
-                indices,
-                OP,
-                &Lowering::Elements(axis.signed()),
-                IndexMode::Raise,
-            )?,
-        )
-    }
-
-    fn gather_nd<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        batch_dims: usize,
-    ) -> Result<ArrayD<A>, GatherError> {
-        alloc(
-            self,
-            indices,
-            "gather_nd",
-            &Lowering::Nd(batch_dims),
-            IndexMode::Raise,
-        )
-    }
-
-    fn gather_batched<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl AxisArg,
-        batch_dims: usize,
-    ) -> Result<ArrayD<A>, GatherError> {
-        let lowering = Lowering::Batched {
-            axis: axis.signed(),
-            batch_dims,
-        };
-        alloc(self, indices, "gather_batched", &lowering, IndexMode::Raise)
-    }
-
-    fn take<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl TakeAxis,
-        mode: IndexMode,
-    ) -> Result<ArrayD<A>, GatherError> {
-        let lowering = match axis.take_axis() {
-            Some(axis) => Lowering::Batched {
-                axis: axis.signed(),
-                batch_dims: 0,
-            },
-            None => Lowering::Flat,
-        };
-        alloc(self, indices, "take", &lowering, mode)
-    }
-
-    fn take_along_axis<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl AxisArg,
-    ) -> Result<Array<A, D>, GatherError> {
-        const OP: &str = "take_along_axis";
-        into_dim(
-            OP,
-            alloc(
-                self,
-                indices,
-                OP,
-                &Lowering::AlongAxis(axis.signed()),
-                IndexMode::Raise,
-            )?,
-        )
-    }
 }
 
 /// An allocating gather: `lowering` of `input` and `indices`. (Inlined, as
-/// [`lower::with_call`] and [`Call::lowered`](crate::core::Call::lowered) are, so that the views and
+/// [`lower::with_call`] and [`Call::lowered`](crate::call::Call::lowered) are, so that the views and
 /// the call are built where they are used: see `Call::lowered`.)
 #[inline(always)]
 fn alloc<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(
@@ -493,80 +442,4 @@ fn alloc<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(
     mode: IndexMode,
 ) -> Result<ArrayD<A>, GatherError> {
     lower::with_call(op, lowering, (input, indices), mode, |call| call.alloc())
-}
-
-/// Forwards to the [`ArrayRef`] implementation, so that `T: GatherExt<A, D>` bounds accept
-/// owned arrays and views too.
-impl<A, S, D> GatherExt<A, D> for ArrayBase<S, D>
-where
-    A: Clone + Send + Sync,
-    S: Data<Elem = A>,
-    D: Dimension,
-{
-    fn gather_multiaxis<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axes: &[usize],
-    ) -> Result<Array<A, D>, GatherError> {
-        <ArrayRef<A, D>>::gather_multiaxis(self, indices, axes)
-    }
-
-    fn gather_multiaxis_into<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axes: &[usize],
-        out: &mut ArrayRef<A, D>,
-    ) -> Result<(), GatherError> {
-        <ArrayRef<A, D>>::gather_multiaxis_into(self, indices, axes, out)
-    }
-
-    fn gather<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl AxisArg,
-    ) -> Result<ArrayD<A>, GatherError> {
-        <ArrayRef<A, D>>::gather(self, indices, axis)
-    }
-
-    fn gather_elements<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl AxisArg,
-    ) -> Result<Array<A, D>, GatherError> {
-        <ArrayRef<A, D>>::gather_elements(self, indices, axis)
-    }
-
-    fn gather_nd<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        batch_dims: usize,
-    ) -> Result<ArrayD<A>, GatherError> {
-        <ArrayRef<A, D>>::gather_nd(self, indices, batch_dims)
-    }
-
-    fn gather_batched<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl AxisArg,
-        batch_dims: usize,
-    ) -> Result<ArrayD<A>, GatherError> {
-        <ArrayRef<A, D>>::gather_batched(self, indices, axis, batch_dims)
-    }
-
-    fn take<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl TakeAxis,
-        mode: IndexMode,
-    ) -> Result<ArrayD<A>, GatherError> {
-        <ArrayRef<A, D>>::take(self, indices, axis, mode)
-    }
-
-    fn take_along_axis<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl AxisArg,
-    ) -> Result<Array<A, D>, GatherError> {
-        <ArrayRef<A, D>>::take_along_axis(self, indices, axis)
-    }
 }

@@ -2,14 +2,13 @@
 
 use ndarray::{ArrayBase, ArrayRef, DataMut, Dimension};
 
+use super::private;
 use crate::axis::AxisArg;
 use crate::call::{Fit, Raw};
 use crate::error::GatherError;
-use crate::ext::private;
 use crate::index::{GatherIndex, IndexMode};
 use crate::lower::Lowering;
 use crate::reduce::{Reducer, Replace};
-use crate::small::Small;
 
 /// Scatter methods for every mutable ndarray array and view: each writes `updates` into
 /// `self` in place, at the positions the matching gather with the same indices would
@@ -38,7 +37,7 @@ use crate::small::Small;
 ///   zero-stride (broadcast) updates.
 ///
 /// The trait is sealed.
-pub trait ScatterExt<A, D>: private::Sealed
+pub trait ScatterExt<A, D>: private::SealedMut<A, D>
 where
     A: Clone + Send + Sync,
     D: Dimension,
@@ -73,7 +72,16 @@ where
         axes: &[usize],
         updates: &ArrayRef<A, E2>,
         reducer: R,
-    ) -> Result<(), GatherError>;
+    ) -> Result<(), GatherError> {
+        let lowering = Lowering::multiaxis(axes);
+        scatter_with(
+            self.array_mut(),
+            indices,
+            updates,
+            ("scatter_multiaxis", lowering, Fit::Exact),
+            reducer,
+        )
+    }
 
     /// The adjoint of [`gather`](crate::GatherExt::gather) (ONNX Gather, `numpy.take`):
     /// `np.add.at(a, idx, v)` (and `np.minimum.at`, ...) along `axis`, torch `index_add_` /
@@ -110,7 +118,16 @@ where
         updates: &ArrayRef<A, E2>,
         axis: impl AxisArg,
         reducer: R,
-    ) -> Result<(), GatherError>;
+    ) -> Result<(), GatherError> {
+        let lowering = Lowering::gather(axis);
+        scatter_with(
+            self.array_mut(),
+            indices,
+            updates,
+            ("scatter", lowering, Fit::Exact),
+            reducer,
+        )
+    }
 
     /// The adjoint of [`gather_elements`](crate::GatherExt::gather_elements): ONNX
     /// ScatterElements (and the old Scatter), torch `scatter_` / `scatter_add_` /
@@ -149,7 +166,10 @@ where
         updates: &ArrayRef<A, E2>,
         axis: impl AxisArg,
         reducer: R,
-    ) -> Result<(), GatherError>;
+    ) -> Result<(), GatherError> {
+        let how = ("scatter_elements", Lowering::elements(axis), Fit::Leading);
+        scatter_with(self.array_mut(), indices, updates, how, reducer)
+    }
 
     /// The adjoint of [`gather_nd`](crate::GatherExt::gather_nd): ONNX ScatterND
     /// (`batch_dims = 0`), `tf.tensor_scatter_nd_update` / `_add` / `_min` / `_max`.
@@ -183,7 +203,10 @@ where
         updates: &ArrayRef<A, E2>,
         batch_dims: usize,
         reducer: R,
-    ) -> Result<(), GatherError>;
+    ) -> Result<(), GatherError> {
+        let how = ("scatter_nd", Lowering::nd(batch_dims), Fit::Exact);
+        scatter_with(self.array_mut(), indices, updates, how, reducer)
+    }
 
     /// `numpy.put_along_axis`: the adjoint of
     /// [`take_along_axis`](crate::GatherExt::take_along_axis) with [`Replace`]; `values`
@@ -211,89 +234,26 @@ where
         indices: &ArrayRef<I, E>,
         values: &ArrayRef<A, E2>,
         axis: impl AxisArg,
-    ) -> Result<(), GatherError>;
+    ) -> Result<(), GatherError> {
+        let how = ("put_along_axis", Lowering::along_axis(axis), Fit::Broadcast);
+        scatter_with(self.array_mut(), indices, values, how, Replace)
+    }
 }
 
-impl<A, D> ScatterExt<A, D> for ArrayRef<A, D>
+impl<A: Clone + Send + Sync, D: Dimension> ScatterExt<A, D> for ArrayRef<A, D> {}
+
+/// So that `T: ScatterExt<A, D>` bounds accept owned arrays and mutable views too.
+impl<A, S, D> ScatterExt<A, D> for ArrayBase<S, D>
 where
     A: Clone + Send + Sync,
+    S: DataMut<Elem = A>,
     D: Dimension,
 {
-    fn scatter_multiaxis<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
-        &mut self,
-        indices: &ArrayRef<I, E>,
-        axes: &[usize],
-        updates: &ArrayRef<A, E2>,
-        reducer: R,
-    ) -> Result<(), GatherError> {
-        let lowering = Lowering::Multiaxis(Small::from(axes));
-        scatter_with(
-            self,
-            indices,
-            updates,
-            ("scatter_multiaxis", lowering, Fit::Exact),
-            reducer,
-        )
-    }
-
-    fn scatter<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
-        &mut self,
-        indices: &ArrayRef<I, E>,
-        updates: &ArrayRef<A, E2>,
-        axis: impl AxisArg,
-        reducer: R,
-    ) -> Result<(), GatherError> {
-        let lowering = Lowering::Batched {
-            axis: axis.signed(),
-            batch_dims: 0,
-        };
-        scatter_with(self, indices, updates, ("scatter", lowering, Fit::Exact), reducer)
-    }
-
-    fn scatter_elements<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
-        &mut self,
-        indices: &ArrayRef<I, E>,
-        updates: &ArrayRef<A, E2>,
-        axis: impl AxisArg,
-        reducer: R,
-    ) -> Result<(), GatherError> {
-        let how = (
-            "scatter_elements",
-            Lowering::Elements(axis.signed()),
-            Fit::Leading,
-        );
-        scatter_with(self, indices, updates, how, reducer)
-    }
-
-    fn scatter_nd<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
-        &mut self,
-        indices: &ArrayRef<I, E>,
-        updates: &ArrayRef<A, E2>,
-        batch_dims: usize,
-        reducer: R,
-    ) -> Result<(), GatherError> {
-        let how = ("scatter_nd", Lowering::Nd(batch_dims), Fit::Exact);
-        scatter_with(self, indices, updates, how, reducer)
-    }
-
-    fn put_along_axis<I: GatherIndex, E: Dimension, E2: Dimension>(
-        &mut self,
-        indices: &ArrayRef<I, E>,
-        values: &ArrayRef<A, E2>,
-        axis: impl AxisArg,
-    ) -> Result<(), GatherError> {
-        let how = (
-            "put_along_axis",
-            Lowering::AlongAxis(axis.signed()),
-            Fit::Broadcast,
-        );
-        scatter_with(self, indices, values, how, Replace)
-    }
 }
 
 /// A scatter into `dest`: the lowering of the matching gather, with `updates` fitted to
 /// its output as `fit` says. (Inlined into each method, so that its arguments are not
-/// reloaded from the stack: see [`Call::lowered`](crate::core::Call::lowered); S4 104 -> 89-96 ns.)
+/// reloaded from the stack: see [`Call::lowered`](crate::call::Call::lowered).)
 #[inline(always)]
 fn scatter_with<A, D, I, E, E2, R>(
     dest: &mut ArrayRef<A, D>,
@@ -316,63 +276,5 @@ where
     match lowering.call(op, None, views, &zero, IndexMode::Raise) {
         Ok(ref mut call) => call.scatter(updates, fit, reducer),
         Err(e) => Err(e),
-    }
-}
-
-/// Forwards to the [`ArrayRef`] implementation, so that `T: ScatterExt<A, D>` bounds
-/// accept owned arrays and mutable views too.
-impl<A, S, D> ScatterExt<A, D> for ArrayBase<S, D>
-where
-    A: Clone + Send + Sync,
-    S: DataMut<Elem = A>,
-    D: Dimension,
-{
-    fn scatter_multiaxis<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
-        &mut self,
-        indices: &ArrayRef<I, E>,
-        axes: &[usize],
-        updates: &ArrayRef<A, E2>,
-        reducer: R,
-    ) -> Result<(), GatherError> {
-        <ArrayRef<A, D>>::scatter_multiaxis(self, indices, axes, updates, reducer)
-    }
-
-    fn scatter<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
-        &mut self,
-        indices: &ArrayRef<I, E>,
-        updates: &ArrayRef<A, E2>,
-        axis: impl AxisArg,
-        reducer: R,
-    ) -> Result<(), GatherError> {
-        <ArrayRef<A, D>>::scatter(self, indices, updates, axis, reducer)
-    }
-
-    fn scatter_elements<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
-        &mut self,
-        indices: &ArrayRef<I, E>,
-        updates: &ArrayRef<A, E2>,
-        axis: impl AxisArg,
-        reducer: R,
-    ) -> Result<(), GatherError> {
-        <ArrayRef<A, D>>::scatter_elements(self, indices, updates, axis, reducer)
-    }
-
-    fn scatter_nd<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
-        &mut self,
-        indices: &ArrayRef<I, E>,
-        updates: &ArrayRef<A, E2>,
-        batch_dims: usize,
-        reducer: R,
-    ) -> Result<(), GatherError> {
-        <ArrayRef<A, D>>::scatter_nd(self, indices, updates, batch_dims, reducer)
-    }
-
-    fn put_along_axis<I: GatherIndex, E: Dimension, E2: Dimension>(
-        &mut self,
-        indices: &ArrayRef<I, E>,
-        values: &ArrayRef<A, E2>,
-        axis: impl AxisArg,
-    ) -> Result<(), GatherError> {
-        <ArrayRef<A, D>>::put_along_axis(self, indices, values, axis)
     }
 }
