@@ -1,9 +1,9 @@
 //! A vector that keeps up to six elements inline, so that the planner's own shapes,
 //! strides and loops for a gather of (lowered) rank up to 6 need no heap allocation:
 //! per-call overhead matters for tiny gathers, and so does the size of what a call moves
-//! around (six inline elements rather than eight made the tiny W7 call 15% faster). (The
-//! dynamic-rank views the lowerings build are ndarray's `IxDyn`, which keeps only rank <= 4
-//! inline: above that, a call allocates a few small vectors.)
+//! around: six inline elements rather than eight made the tiny W7 call faster. (Calls read
+//! the caller's arrays in place and build no ndarray views; a fresh output's dynamic-rank
+//! shape is ndarray's `IxDyn`, which keeps rank <= 4 inline.)
 
 use std::mem::MaybeUninit;
 use std::ops::{Deref, DerefMut};

@@ -89,8 +89,8 @@ where
 
     /// [`gather_multiaxis`](GatherExt::gather_multiaxis) into `out`, which must have exactly
     /// the output shape (any memory order). No output is allocated; the call itself
-    /// allocates nothing for inputs of rank up to 4 (above that, a few small shape vectors
-    /// for the dynamic-rank views it builds).
+    /// allocates nothing for inputs of rank up to 6 (above that, a few small vectors for
+    /// the shapes, strides and loops it plans).
     ///
     /// # Errors
     /// Those of [`gather_multiaxis`](GatherExt::gather_multiaxis), and

@@ -290,9 +290,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
 
 /// Moves the `rows` x `cols` elements `src[r * pitch + c]` to `dst[r + c * step]`, in
 /// squares of `W` x `W`: `W` reads of `W` contiguous elements, `W` writes of `W`, the
-/// rest element by element. Bitwise: the source is left as if moved from. (W1 and W3
-/// into Fortran-order outputs: squares of 4 took 0.85x the element loop's time, squares
-/// of 8 no less than it.)
+/// rest element by element. Bitwise: the source is left as if moved from. (Squares of 4
+/// beat the element loop, squares of 8 do not: PERFORMANCE.md#staged-lanes.)
 ///
 /// With `ahead` > 0, each column's writes first prefetch the column `ahead` columns on:
 /// columns far apart (each on its own page) are runs the hardware's prefetcher does not
