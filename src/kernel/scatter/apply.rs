@@ -207,6 +207,94 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
             combine(d, u, reducer);
         }
     }
+
+    /// Positions `first..last` of a lane along one gathered axis `a` (scatter,
+    /// scatter_elements, put_along_axis), the loop invariants hoisted. The axis term comes
+    /// by value: through a reference, its length and stride are loaded again for every
+    /// update (the stores might have changed them).
+    ///
+    /// # Safety
+    /// As for [`Visit::lane`]; `A` has no drop glue.
+    #[inline(always)]
+    unsafe fn one_axis(&self, a: AxisTerm, at: At, first: usize, last: usize) -> Result<(), BadIndex> {
+        let t = self.task;
+        let (l, (lo, hi)) = (t.lane, self.own);
+        let (dst, reducer) = (self.dst, self.reducer);
+        let (idx, upd) = (
+            t.idx.wrapping_offset(at.idx + a.comp),
+            t.upd.wrapping_offset(at.out),
+        );
+        let mut good = true;
+        let far = lines_ahead::<I>(l.idx);
+        // Position `i`'s destination offset (position 0 along the axis for a bad
+        // index) and its update; the indices asked for 2 KiB ahead (PERFORMANCE.md#scatter-passes).
+        let mut at_i = |i: isize| {
+            prefetch_line(idx.wrapping_offset((i + far) * l.idx));
+            // SAFETY: index `i` of the lane exists.
+            let (g, ok) = Raise::resolve_or_zero(unsafe { *idx.offset(i * l.idx) }, a.len);
+            good &= ok;
+            (
+                at.inp + i * l.inp + g as isize * a.stride,
+                upd.wrapping_offset(i * l.out),
+            )
+        };
+        // A lane whose destinations are one contiguous row (scatter_elements along
+        // the last axis, S2) writes it at random, each line a miss of its own unless
+        // it came in before: each chunk asks for its share of the next lane's row, as
+        // the gather's row lanes do (PERFORMANCE.md#scatter-passes).
+        let next = t.outer.last().map_or(0, |r| r.inp);
+        let share = if l.inp == 0 && a.stride == 1 {
+            next_row_share::<A>(a.len, last - first, next)
+        } else {
+            0
+        };
+        let next_row = dst.wrapping_offset(at.inp + next).cast::<u8>();
+        let chunks = (first..last).step_by(ROW_CHUNK).enumerate();
+        let chunks = chunks.map(|(c, i)| (c, i as isize..(i + ROW_CHUNK).min(last) as isize));
+        let reach = (at.inp + t.lane_reach.0, at.inp + t.lane_reach.1);
+        if lo <= reach.0 && reach.1 < hi {
+            // This part owns every destination the lane can reach (the whole
+            // destination, or the lane's row): no ownership test at all.
+            for (c, range) in chunks {
+                if share > 0 {
+                    prefetch_block(next_row.wrapping_add(c * share), share);
+                }
+                for i in range {
+                    let (d, u) = at_i(i);
+                    // SAFETY: `d` is a destination element the lane reaches, so in
+                    // our span; update `i` of the lane exists and does not alias it.
+                    unsafe { reducer.reduce(&mut *dst.offset(d), &*u) };
+                }
+            }
+            return verdict::<CHECKED>(good);
+        }
+        // No branch on ownership (it is random when the destinations are, and a
+        // mispredicted branch costs more than the update): an update that is not ours
+        // goes to a scratch value, a copy of the lane's first update. (Not of a
+        // destination element: a part's first offset need not be one of the view's
+        // elements, and memory between them may belong to another view.)
+        // SAFETY: position `first` of the lane exists (`first < last`), so its update
+        // does.
+        let mut scratch = unsafe { (*upd.offset(first as isize * l.out)).clone() };
+        let scratch: *mut A = &mut scratch;
+        for (c, range) in chunks {
+            if share > 0 {
+                prefetch_block(next_row.wrapping_add(c * share), share);
+            }
+            for i in range {
+                let (d, u) = at_i(i);
+                let slot = if lo <= d && d < hi {
+                    dst.wrapping_offset(d)
+                } else {
+                    scratch
+                };
+                // SAFETY: `slot` is destination element `d`, in our span, or the
+                // scratch value; update `i` of the lane exists and aliases neither.
+                unsafe { reducer.reduce(&mut *slot, &*u) };
+            }
+        }
+        verdict::<CHECKED>(good)
+    }
 }
 
 /// Combines a block of `K` updates into `K` destination elements. For elements without
@@ -276,85 +364,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
             return verdict::<CHECKED>(good);
         }
         if let ([a], false) = (t.axes, needs_drop::<A>()) {
-            // One gathered axis (scatter, scatter_elements, put_along_axis), the loop
-            // invariants hoisted.
-            // The axis term by value: through the reference, its length and stride were
-            // loaded again for every update (the stores might have changed them).
-            let (a, dst, reducer) = (*a, self.dst, self.reducer);
-            let (idx, upd) = (
-                t.idx.wrapping_offset(at.idx + a.comp),
-                t.upd.wrapping_offset(at.out),
-            );
-            let mut good = true;
-            let far = lines_ahead::<I>(l.idx);
-            // Position `i`'s destination offset (position 0 along the axis for a bad
-            // index) and its update; the indices asked for 2 KiB ahead (PERFORMANCE.md#scatter-passes).
-            let mut at_i = |i: isize| {
-                prefetch_line(idx.wrapping_offset((i + far) * l.idx));
-                // SAFETY: index `i` of the lane exists.
-                let (g, ok) = Raise::resolve_or_zero(unsafe { *idx.offset(i * l.idx) }, a.len);
-                good &= ok;
-                (
-                    at.inp + i * l.inp + g as isize * a.stride,
-                    upd.wrapping_offset(i * l.out),
-                )
-            };
-            // A lane whose destinations are one contiguous row (scatter_elements along
-            // the last axis, S2) writes it at random, each line a miss of its own unless
-            // it came in before: each chunk asks for its share of the next lane's row, as
-            // the gather's row lanes do (PERFORMANCE.md#scatter-passes).
-            let next = t.outer.last().map_or(0, |r| r.inp);
-            let share = if l.inp == 0 && a.stride == 1 {
-                next_row_share::<A>(a.len, last - first, next)
-            } else {
-                0
-            };
-            let next_row = dst.wrapping_offset(at.inp + next).cast::<u8>();
-            let chunks = (first..last).step_by(ROW_CHUNK).enumerate();
-            let chunks = chunks.map(|(c, i)| (c, i as isize..(i + ROW_CHUNK).min(last) as isize));
-            let reach = (at.inp + t.lane_reach.0, at.inp + t.lane_reach.1);
-            if lo <= reach.0 && reach.1 < hi {
-                // This part owns every destination the lane can reach (the whole
-                // destination, or the lane's row): no ownership test at all.
-                for (c, range) in chunks {
-                    if share > 0 {
-                        prefetch_block(next_row.wrapping_add(c * share), share);
-                    }
-                    for i in range {
-                        let (d, u) = at_i(i);
-                        // SAFETY: `d` is a destination element the lane reaches, so in
-                        // our span; update `i` of the lane exists and does not alias it.
-                        unsafe { reducer.reduce(&mut *dst.offset(d), &*u) };
-                    }
-                }
-                return verdict::<CHECKED>(good);
-            }
-            // No branch on ownership (it is random when the destinations are, and a
-            // mispredicted branch costs more than the update): an update that is not ours
-            // goes to a scratch value, a copy of the lane's first update. (Not of a
-            // destination element: a part's first offset need not be one of the view's
-            // elements, and memory between them may belong to another view.)
-            // SAFETY: position `first` of the lane exists (`first < last`), so its update
-            // does.
-            let mut scratch = unsafe { (*upd.offset(first as isize * l.out)).clone() };
-            let scratch: *mut A = &mut scratch;
-            for (c, range) in chunks {
-                if share > 0 {
-                    prefetch_block(next_row.wrapping_add(c * share), share);
-                }
-                for i in range {
-                    let (d, u) = at_i(i);
-                    let slot = if lo <= d && d < hi {
-                        dst.wrapping_offset(d)
-                    } else {
-                        scratch
-                    };
-                    // SAFETY: `slot` is destination element `d`, in our span, or the
-                    // scratch value; update `i` of the lane exists and aliases neither.
-                    unsafe { reducer.reduce(&mut *slot, &*u) };
-                }
-            }
-            return verdict::<CHECKED>(good);
+            // SAFETY: forwarded.
+            return unsafe { self.one_axis(*a, at, first, last) };
         }
         let mut good = true;
         for i in first as isize..last as isize {
