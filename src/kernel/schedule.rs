@@ -11,6 +11,7 @@
 use std::any::Any;
 
 use super::BadIndex;
+#[cfg(feature = "rayon")]
 use crate::plan::threads;
 
 /// How a parallel run of jobs ended.

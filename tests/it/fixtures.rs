@@ -135,7 +135,7 @@ where
             GatherPlan::multiaxis(shape, &indices, &axes)
         }
     };
-    crate::plans::agrees(plan, &data.view(), &got).map_err(|e| format!("through a plan: {e}"))?;
+    crate::support::plans::agrees(plan, &data.view(), &got).map_err(|e| format!("through a plan: {e}"))?;
     match (c.get("expect").strip_prefix("error:"), got) {
         (Some(kind), Err(e)) if same_kind(&c.op, kind, &e) => Ok(()),
         (Some(kind), Err(e)) => Err(format!("expected a {kind}, got {e:?}")),

@@ -7,7 +7,7 @@ use std::fmt::Debug;
 use ndarray::{Array2, ArrayD, IxDyn};
 use ndarray_gather::prelude::*;
 
-use crate::reference::{self, Mode};
+use crate::support::reference::{self, Mode};
 
 /// Lane lengths around the thresholds and vector widths (4, 8, 16 lanes of 32-bit).
 const LENGTHS: [usize; 9] = [1, 15, 16, 17, 31, 33, 64, 67, 130];

@@ -70,7 +70,7 @@ fn check(threads: usize, f: impl Fn() + Sync) {
 
 #[cfg(feature = "rayon")]
 fn rayon_pool(n: usize) -> rayon::ThreadPool {
-    crate::parallel::pool(n)
+    crate::support::threads::pool(n)
 }
 
 #[cfg(not(feature = "rayon"))]

@@ -6,18 +6,10 @@
 use ndarray::{Array, Array2, Array3, ShapeBuilder};
 use ndarray_gather::prelude::*;
 
+use crate::support::threads::{on_1_and_3, pool};
+
 /// A side length well above the parallel threshold (small under Miri).
 const N: usize = if cfg!(miri) { 12 } else { 1024 };
-
-pub fn pool(n: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()
-}
-
-fn both<T: PartialEq + std::fmt::Debug + Send>(f: impl Fn() -> T + Sync) {
-    let serial = pool(1).install(&f);
-    let parallel = pool(3).install(&f);
-    assert_eq!(serial, parallel);
-}
 
 #[test]
 fn block_gather_far_above_the_threshold() {
@@ -26,7 +18,7 @@ fn block_gather_far_above_the_threshold() {
     let ids = Array::from_shape_fn((lookups, 97), |(i, j)| {
         ((i * 7919 + j * 104729) % rows) as i64 - rows as i64 / 2
     });
-    both(|| table.gather(&ids, 0).unwrap());
+    on_1_and_3(|| table.gather(&ids, 0).unwrap());
     let out = table.gather(&ids, 0).unwrap();
     let row = ids[[lookups / 2, 6]].rem_euclid(rows as i64) as usize;
     assert_eq!(out[[lookups / 2, 6, 3]], table[[row, 3]]);
@@ -36,8 +28,8 @@ fn block_gather_far_above_the_threshold() {
 fn element_gather_far_above_the_threshold() {
     let a = Array::from_shape_fn((N, N), |(i, j)| (i * N + j) as i64);
     let idx = Array::from_shape_fn((N, N), |(i, j)| ((i * 31 + j * 17) % N) as u32);
-    both(|| a.take_along_axis(&idx, 1).unwrap());
-    both(|| a.t().gather_elements(&idx, 0).unwrap());
+    on_1_and_3(|| a.take_along_axis(&idx, 1).unwrap());
+    on_1_and_3(|| a.t().gather_elements(&idx, 0).unwrap());
     let mut out = Array2::<i64>::zeros((N, N).f());
     a.gather_multiaxis_into(&idx, &[1], &mut out).unwrap();
     assert_eq!(out, a.take_along_axis(&idx, 1).unwrap());
@@ -48,7 +40,7 @@ fn strings_far_above_the_threshold() {
     let (r, c) = if cfg!(miri) { (6, 8) } else { (300, 400) };
     let a = Array::from_shape_fn((r, c), |(i, j)| format!("{i}:{j}"));
     let idx = Array::from_shape_fn((r, c), |(i, j)| ((i + j) % c) as i64);
-    both(|| a.take_along_axis(&idx, 1).unwrap());
+    on_1_and_3(|| a.take_along_axis(&idx, 1).unwrap());
 }
 
 #[test]
@@ -58,7 +50,7 @@ fn parallel_errors_are_the_first_bad_index() {
     let mut idx = Array3::<i64>::zeros((n, n, n));
     idx[[n - 3, 3, 9 % n]] = n as i64;
     idx[[n - 2, 0, 0]] = -(n as i64) - 1;
-    both(|| a.gather_elements(&idx, 2).unwrap_err());
+    on_1_and_3(|| a.gather_elements(&idx, 2).unwrap_err());
     let e = pool(3).install(|| a.gather_elements(&idx, 2).unwrap_err());
     assert!(
         matches!(e, GatherError::IndexOutOfBounds { index, ref position, .. } if index == n as i128 && position == &vec![n - 3, 3, 9 % n])

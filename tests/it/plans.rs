@@ -2,62 +2,12 @@
 //! the same elements from every layout of the input. The property tests of the wrappers
 //! and of `gather_multiaxis`, and every fixture, run their calls through [`agrees`] too.
 
-use ndarray::{Array, Array2, ArrayD, ArrayView3, ArrayViewD, ShapeBuilder, array};
+use ndarray::{Array, Array2, ArrayD, ArrayView3, ShapeBuilder, array};
 use ndarray_gather::prelude::*;
 
-use crate::layouts::{ALL, Held, Layout};
-use crate::props::Elem;
-
-/// `plan` (built for `input`'s shape) fails exactly as the method did (`got`), or gathers
-/// exactly what it gathered: from `input`, and from the same values in every layout, with
-/// `apply` and with `apply_into` into an `out` of another layout.
-pub fn agrees<A>(
-    plan: Result<GatherPlan, GatherError>,
-    input: &ArrayViewD<A>,
-    got: &Result<ArrayD<A>, GatherError>,
-) -> Result<(), String>
-where
-    A: Clone + Send + Sync + PartialEq + std::fmt::Debug,
-{
-    let (plan, expected) = match (plan, got) {
-        (Err(p), Err(g)) if p == *g => return Ok(()),
-        (Ok(plan), Ok(expected)) => (plan, expected),
-        (p, g) => return Err(format!("plan {p:?} but method {g:?}")),
-    };
-    if plan.input_shape() != input.shape() || plan.output_shape() != expected.shape() {
-        return Err(format!("plan shapes {plan:?} for input {:?}", input.shape()));
-    }
-    let applied = plan.apply(input).map_err(|e| e.to_string())?;
-    if applied != *expected {
-        return Err(format!("apply: {applied:?}, method {expected:?}"));
-    }
-    // The same values in the other layouts (a broadcast layout would show other values).
-    let flat: Vec<A> = input.iter().cloned().collect();
-    for layout in ALL.into_iter().filter(|l| !matches!(l, Layout::Broadcast(_))) {
-        let other = Held::new(input.shape(), layout, |i| flat[i].clone());
-        let applied = plan
-            .apply(&other.view())
-            .map_err(|e| format!("{layout:?}: {e}"))?;
-        if applied != *expected {
-            return Err(format!("apply on {layout:?}: {applied:?}, method {expected:?}"));
-        }
-    }
-    // Into an `out` of either order, from the input and from a C-order copy.
-    let c_input = input.to_owned();
-    for (out_layout, input) in [(Layout::F, input.view()), (Layout::C, c_input.view())] {
-        let Some(fill) = flat.first() else { break };
-        let mut out = Held::new(expected.shape(), out_layout, |_| fill.clone());
-        plan.apply_into(&input, &mut out.view_mut())
-            .map_err(|e| e.to_string())?;
-        if out.view() != expected {
-            return Err(format!(
-                "apply_into {out_layout:?}: {:?}, method {expected:?}",
-                out.view()
-            ));
-        }
-    }
-    Ok(())
-}
+use crate::support::generate::Elem;
+use crate::support::layouts::{ALL, Held, Layout};
+use crate::support::plans::agrees;
 
 #[test]
 fn a_plan_is_clone_debug_send_sync_and_static() {

@@ -5,7 +5,7 @@
 use ndarray::{Array, ArrayD, arr0, array};
 use ndarray_gather::prelude::*;
 
-use crate::reference;
+use crate::support::reference;
 
 fn table() -> ndarray::Array2<i32> {
     array![[0, 1, 2], [10, 11, 12], [20, 21, 22], [30, 31, 32]]

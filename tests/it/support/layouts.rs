@@ -183,28 +183,3 @@ fn arrange<S: ndarray::RawData>(
         }
     }
 }
-
-#[test]
-fn layouts_show_the_same_logical_array() {
-    let shape = [2, 3, 1, 4];
-    let c = Held::new(&shape, Layout::C, |i| i);
-    for layout in ALL {
-        let h = Held::new(&shape, layout, |i| i);
-        let v = h.view();
-        assert_eq!(v.shape(), &shape);
-        if let Layout::Broadcast(_) = layout {
-            assert!(v.strides().contains(&0), "{layout:?} {:?}", v.strides());
-        } else {
-            assert_eq!(v, c.view(), "{layout:?}");
-        }
-    }
-    let f = Held::new(&shape, Layout::F, |i| i);
-    assert!(f.view().t().is_standard_layout());
-    assert!(
-        Held::new(&shape, Layout::Reversed, |i| i)
-            .view()
-            .strides()
-            .iter()
-            .any(|&s| s < 0)
-    );
-}

@@ -1,0 +1,10 @@
+//! Scatter, every gather's adjoint, by concern: property tests against the one-at-a-time
+//! reference (`props`), reducers (`reducers`), errors and empty calls (`checks`), threads
+//! (`threads`), block and row scatters (`blocks`) and panics (`unwind`).
+
+mod blocks;
+mod checks;
+mod props;
+mod reducers;
+mod threads;
+mod unwind;

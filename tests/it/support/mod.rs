@@ -1,0 +1,10 @@
+//! What every test module imports, and no test module defines: the naive references,
+//! layouts, generators, the wrappers' cases, the plans' agreement check and thread-pool
+//! helpers. Test modules import from here only, never from each other.
+
+pub mod cases;
+pub mod generate;
+pub mod layouts;
+pub mod plans;
+pub mod reference;
+pub mod threads;
