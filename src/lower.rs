@@ -217,17 +217,24 @@ fn with_units<S: RawData>(v: &Raw<'_, S>, units: &[(usize, usize)]) -> Dims {
     Dims::with_units(v.shape(), v.strides(), units)
 }
 
-fn same_rank(op: &'static str, input: &[usize], indices: &[usize]) -> Result<(), GatherError> {
-    if input.len() == indices.len() {
-        Ok(())
-    } else {
-        Err(GatherError::RankMismatch {
+/// The input's axis `axis` (negative from the end) of a method whose input and indices
+/// have the same rank (GatherElements, take_along_axis).
+#[inline]
+fn same_rank_axis(
+    op: &'static str,
+    input: &[usize],
+    indices: &[usize],
+    axis: isize,
+) -> Result<usize, GatherError> {
+    if input.len() != indices.len() {
+        return Err(GatherError::RankMismatch {
             op,
             input_shape: input.to_vec(),
             indices_shape: indices.to_vec(),
             requirement: "have the same rank",
-        })
+        });
     }
+    normalize_axis(op, axis, input.len())
 }
 
 /// The [`GatherError::BatchDims`] of `op` for operands of these shapes, saying `detail`.
@@ -302,8 +309,7 @@ pub(crate) fn elements<'a, S: RawData, I: GatherIndex>(
     (input, indices): (Raw<'a, S>, Raw<'a, ViewRepr<&'a I>>),
     axis: isize,
 ) -> Result<Call<'a, S, I>, GatherError> {
-    same_rank(op, input.shape(), indices.shape())?;
-    let a = normalize_axis(op, axis, input.ndim())?;
+    let a = same_rank_axis(op, input.shape(), indices.shape(), axis)?;
     let off_axis = || (0..input.ndim()).filter(move |&d| d != a);
     if let Some(d) = off_axis().find(|&d| indices.shape()[d] > input.shape()[d]) {
         let (n, m) = (input.shape()[d], indices.shape()[d]);
@@ -354,8 +360,7 @@ pub(crate) fn along_axis<'a, S: RawData, I: GatherIndex>(
     (input, indices): (Raw<'a, S>, Raw<'a, ViewRepr<&'a I>>),
     axis: isize,
 ) -> Result<Call<'a, S, I>, GatherError> {
-    same_rank(op, input.shape(), indices.shape())?;
-    let a = normalize_axis(op, axis, input.ndim())?;
+    let a = same_rank_axis(op, input.shape(), indices.shape(), axis)?;
     Ok(Call::multiaxis(op, input, indices, &[a]))
 }
 

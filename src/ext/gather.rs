@@ -79,11 +79,11 @@ where
         indices: &ArrayRef<I, E>,
         axes: &[usize],
     ) -> Result<Array<A, D>, GatherError> {
-        const OP: &str = "gather_multiaxis";
-        let lowering = Lowering::multiaxis(axes);
-        into_dim(
-            OP,
-            alloc(self.array_ref(), indices, OP, &lowering, IndexMode::Raise)?,
+        alloc_keeping_rank(
+            self.array_ref(),
+            indices,
+            "gather_multiaxis",
+            &Lowering::multiaxis(axes),
         )
     }
 
@@ -171,8 +171,13 @@ where
         indices: &ArrayRef<I, E>,
         axis: impl AxisArg,
     ) -> Result<ArrayD<A>, GatherError> {
-        let lowering = Lowering::gather(axis);
-        alloc(self.array_ref(), indices, "gather", &lowering, IndexMode::Raise)
+        alloc(
+            self.array_ref(),
+            indices,
+            "gather",
+            &Lowering::gather(axis),
+            IndexMode::Raise,
+        )
     }
 
     /// ONNX GatherElements = torch.gather = CoreML gather_along_axis: one element per
@@ -214,16 +219,11 @@ where
         indices: &ArrayRef<I, E>,
         axis: impl AxisArg,
     ) -> Result<Array<A, D>, GatherError> {
-        const OP: &str = "gather_elements";
-        into_dim(
-            OP,
-            alloc(
-                self.array_ref(),
-                indices,
-                OP,
-                &Lowering::elements(axis),
-                IndexMode::Raise,
-            )?,
+        alloc_keeping_rank(
+            self.array_ref(),
+            indices,
+            "gather_elements",
+            &Lowering::elements(axis),
         )
     }
 
@@ -361,8 +361,7 @@ where
         axis: impl TakeAxis,
         mode: IndexMode,
     ) -> Result<ArrayD<A>, GatherError> {
-        let lowering = Lowering::take(axis);
-        alloc(self.array_ref(), indices, "take", &lowering, mode)
+        alloc(self.array_ref(), indices, "take", &Lowering::take(axis), mode)
     }
 
     /// numpy.take_along_axis = torch.take_along_dim: same rank, one element per index
@@ -399,16 +398,11 @@ where
         indices: &ArrayRef<I, E>,
         axis: impl AxisArg,
     ) -> Result<Array<A, D>, GatherError> {
-        const OP: &str = "take_along_axis";
-        into_dim(
-            OP,
-            alloc(
-                self.array_ref(),
-                indices,
-                OP,
-                &Lowering::along_axis(axis),
-                IndexMode::Raise,
-            )?,
+        alloc_keeping_rank(
+            self.array_ref(),
+            indices,
+            "take_along_axis",
+            &Lowering::along_axis(axis),
         )
     }
 }
@@ -419,16 +413,7 @@ pub(crate) fn into_dim<A, D: Dimension>(op: &'static str, a: ArrayD<A>) -> Resul
         .map_err(|_| internal(op, "the output's rank is not the input's"))
 }
 
-impl<A: Clone + Send + Sync, D: Dimension> GatherExt<A, D> for ArrayRef<A, D> {}
-
-/// So that `T: GatherExt<A, D>` bounds accept owned arrays and views too.
-impl<A, S, D> GatherExt<A, D> for ArrayBase<S, D>
-where
-    A: Clone + Send + Sync,
-    S: Data<Elem = A>,
-    D: Dimension,
-{
-}
+super::for_every_array!(GatherExt, Data);
 
 /// An allocating gather: `lowering` of `input` and `indices`. (Inlined, as
 /// [`lower::with_call`] and [`Call::lowered`](crate::call::Call::lowered) are, so that the views and
@@ -442,4 +427,16 @@ fn alloc<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(
     mode: IndexMode,
 ) -> Result<ArrayD<A>, GatherError> {
     lower::with_call(op, lowering, (input, indices), mode, |call| call.alloc())
+}
+
+/// [`alloc`] for the methods whose output has the input's rank, as the input's dimension
+/// type.
+#[inline(always)]
+fn alloc_keeping_rank<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(
+    input: &ArrayRef<A, D>,
+    indices: &ArrayRef<I, E>,
+    op: &'static str,
+    lowering: &Lowering,
+) -> Result<Array<A, D>, GatherError> {
+    into_dim(op, alloc(input, indices, op, lowering, IndexMode::Raise)?)
 }

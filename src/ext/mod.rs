@@ -10,6 +10,17 @@ mod scatter;
 pub use self::gather::GatherExt;
 pub use self::scatter::ScatterExt;
 
+/// Implements extension trait `$Trait` for ndarray's `ArrayRef` and, so that it works as a
+/// generic bound too, for every `ArrayBase` whose storage is `$Data`: the trait's provided
+/// methods are all there is.
+macro_rules! for_every_array {
+    ($Trait:ident, $Data:ident) => {
+        impl<A: Clone + Send + Sync, D: Dimension> $Trait<A, D> for ArrayRef<A, D> {}
+        impl<A: Clone + Send + Sync, S: $Data<Elem = A>, D: Dimension> $Trait<A, D> for ArrayBase<S, D> {}
+    };
+}
+pub(crate) use for_every_array;
+
 /// The seal of the extension traits: only ndarray's arrays implement them, and each lends
 /// the provided methods the `ArrayRef` they work on.
 pub(crate) mod private {

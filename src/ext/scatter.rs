@@ -73,14 +73,8 @@ where
         updates: &ArrayRef<A, E2>,
         reducer: R,
     ) -> Result<(), GatherError> {
-        let lowering = Lowering::multiaxis(axes);
-        scatter_with(
-            self.array_mut(),
-            indices,
-            updates,
-            ("scatter_multiaxis", lowering, Fit::Exact),
-            reducer,
-        )
+        let how = ("scatter_multiaxis", Lowering::multiaxis(axes), Fit::Exact);
+        scatter_with(self.array_mut(), (indices, updates), how, reducer)
     }
 
     /// The adjoint of [`gather`](crate::GatherExt::gather) (ONNX Gather, `numpy.take`):
@@ -119,14 +113,8 @@ where
         axis: impl AxisArg,
         reducer: R,
     ) -> Result<(), GatherError> {
-        let lowering = Lowering::gather(axis);
-        scatter_with(
-            self.array_mut(),
-            indices,
-            updates,
-            ("scatter", lowering, Fit::Exact),
-            reducer,
-        )
+        let how = ("scatter", Lowering::gather(axis), Fit::Exact);
+        scatter_with(self.array_mut(), (indices, updates), how, reducer)
     }
 
     /// The adjoint of [`gather_elements`](crate::GatherExt::gather_elements): ONNX
@@ -168,7 +156,7 @@ where
         reducer: R,
     ) -> Result<(), GatherError> {
         let how = ("scatter_elements", Lowering::elements(axis), Fit::Leading);
-        scatter_with(self.array_mut(), indices, updates, how, reducer)
+        scatter_with(self.array_mut(), (indices, updates), how, reducer)
     }
 
     /// The adjoint of [`gather_nd`](crate::GatherExt::gather_nd): ONNX ScatterND
@@ -205,7 +193,7 @@ where
         reducer: R,
     ) -> Result<(), GatherError> {
         let how = ("scatter_nd", Lowering::nd(batch_dims), Fit::Exact);
-        scatter_with(self.array_mut(), indices, updates, how, reducer)
+        scatter_with(self.array_mut(), (indices, updates), how, reducer)
     }
 
     /// `numpy.put_along_axis`: the adjoint of
@@ -236,20 +224,11 @@ where
         axis: impl AxisArg,
     ) -> Result<(), GatherError> {
         let how = ("put_along_axis", Lowering::along_axis(axis), Fit::Broadcast);
-        scatter_with(self.array_mut(), indices, values, how, Replace)
+        scatter_with(self.array_mut(), (indices, values), how, Replace)
     }
 }
 
-impl<A: Clone + Send + Sync, D: Dimension> ScatterExt<A, D> for ArrayRef<A, D> {}
-
-/// So that `T: ScatterExt<A, D>` bounds accept owned arrays and mutable views too.
-impl<A, S, D> ScatterExt<A, D> for ArrayBase<S, D>
-where
-    A: Clone + Send + Sync,
-    S: DataMut<Elem = A>,
-    D: Dimension,
-{
-}
+super::for_every_array!(ScatterExt, DataMut);
 
 /// A scatter into `dest`: the lowering of the matching gather, with `updates` fitted to
 /// its output as `fit` says. (Inlined into each method, so that its arguments are not
@@ -257,8 +236,7 @@ where
 #[inline(always)]
 fn scatter_with<A, D, I, E, E2, R>(
     dest: &mut ArrayRef<A, D>,
-    indices: &ArrayRef<I, E>,
-    updates: &ArrayRef<A, E2>,
+    (indices, updates): (&ArrayRef<I, E>, &ArrayRef<A, E2>),
     (op, lowering, fit): (&'static str, Lowering, Fit),
     reducer: R,
 ) -> Result<(), GatherError>

@@ -5,8 +5,8 @@
 //! over the remaining loops moves from row to row, carrying each operand's offset along.
 
 use super::BadIndex;
-use crate::plan::Loop;
 use crate::plan::policy::TINY;
+use crate::plan::{AxisTerm, Loop};
 use crate::small::Small;
 
 /// Element offsets of one position in the three operands a plan describes: the output
@@ -147,6 +147,31 @@ pub(crate) unsafe fn walk<V: Visit>(
         }
     }
     Ok(())
+}
+
+/// The loops a task walks, the lane innermost, and the axis terms that turn a lane's
+/// index values into input offsets: one description for the gather and the scatter tasks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Walk<'a> {
+    /// The loops around the lane, outermost first.
+    pub outer: &'a [Loop],
+    /// The innermost loop.
+    pub lane: Loop,
+    pub axes: &'a [AxisTerm],
+}
+
+impl Walk<'_> {
+    /// The number of positions.
+    #[inline(always)]
+    pub fn positions(&self) -> usize {
+        positions(self.outer, &self.lane)
+    }
+
+    /// Whether lanes are blocks: one coordinate each (the indices do not advance).
+    #[inline(always)]
+    pub fn blocks(&self) -> bool {
+        self.lane.idx == 0 && !self.axes.is_empty()
+    }
 }
 
 /// Calls `lane` with the offsets of every lane of `outer` loops, in row-major order,

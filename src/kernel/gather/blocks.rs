@@ -29,7 +29,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         // in registers: through `self` the compiler must reload them after every store.
         // SAFETY: (every arm) forwarded; `fixed` holds this task's own axis terms.
         unsafe {
-            match *self.axes {
+            match *self.walk.axes {
                 [a] => self.block_row_with::<R, INIT, 1>(&[a], row, count, at, written),
                 [a, b] => self.block_row_with::<R, INIT, 2>(&[a, b], row, count, at, written),
                 _ => self.block_row_with::<R, INIT, 0>(&[], row, count, at, written),
@@ -51,10 +51,10 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         at: At,
         written: &mut usize,
     ) -> Result<(), BadIndex> {
-        let n = self.lane.len;
-        let axes: &[AxisTerm] = if N == 0 { self.axes } else { fixed };
+        let n = self.walk.lane.len;
+        let axes: &[AxisTerm] = if N == 0 { self.walk.axes } else { fixed };
         let bytes = n * std::mem::size_of::<A>();
-        let prefetch = cfg!(target_arch = "x86_64") && row.idx != 0 && self.lane.inp == 1 && bytes > 0;
+        let prefetch = cfg!(target_arch = "x86_64") && row.idx != 0 && self.walk.lane.inp == 1 && bytes > 0;
         // A pipeline: each lane's block is located (its indices read and checked once)
         // and prefetched `ahead` lanes before it is copied, about 4 KiB of blocks in
         // flight (every cache line a contiguous block touches).
@@ -80,7 +80,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         // SAFETY: `locate` gives the offsets of blocks at resolved indices (0 for a bad
         // one), in the input by `run`'s contract; the `count` lanes exist.
         unsafe {
-            if self.lane.inp != 1 || self.lane.out != 1 {
+            if self.walk.lane.inp != 1 || self.walk.lane.out != 1 {
                 self.pipeline::<INIT, 0>(lanes, ahead, locate, written)
             } else {
                 // Short blocks (pixels, points, small channel vectors) as fixed-size
@@ -131,7 +131,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                     (*out.cast::<[A; K]>()).clone_from(&*src.cast::<[A; K]>());
                     *written += K;
                 } else {
-                    self.copy::<INIT>(out, src, 0, self.lane.len, written);
+                    self.copy::<INIT>(out, src, 0, self.walk.lane.len, written);
                 }
             }
         };

@@ -55,7 +55,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
     #[inline(always)]
     unsafe fn lane(&mut self, at: At, first: usize, last: usize) -> Result<(), BadIndex> {
         let t = self.task;
-        let (l, f) = (t.lane, first as isize);
+        let (l, f) = (t.walk.lane, first as isize);
         let written = &mut self.guard.written;
         let count_each = INIT && needs_drop::<A>();
         // SAFETY: (for the whole body) `Task::new`'s contract bounds every offset formed
@@ -63,16 +63,16 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
         // (0 for a bad one, which is reported).
         unsafe {
             let out = t.out.offset(at.out);
-            if l.idx == 0 || t.axes.is_empty() {
+            if l.idx == 0 || t.walk.axes.is_empty() {
                 // A block: one coordinate for the whole run.
-                let (g, ok) = t.locate::<R>(t.axes, at.idx);
+                let (g, ok) = t.locate::<R>(t.walk.axes, at.idx);
                 if !ok {
                     return Err(BadIndex);
                 }
                 t.copy::<INIT>(out, t.inp.offset(at.inp + g), first, last, written);
                 return Ok(());
             }
-            if let [a] = t.axes {
+            if let [a] = t.walk.axes {
                 // One gathered axis (GatherElements, take_along_axis, 1-D take).
                 let (idx, inp) = (t.idx.offset(at.idx + a.comp), t.inp.offset(at.inp));
                 if l.out == 1 && l.idx == 1 && !count_each {
@@ -84,7 +84,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
                         stride: a.stride,
                         // (The slab prefetches its lanes' indices itself.)
                         past_end: t.strategy.staged != Stage::Slab,
-                        next: t.outer.last().map_or(0, |r| r.inp),
+                        next: t.walk.outer.last().map_or(0, |r| r.inp),
                     };
                     let out = std::slice::from_raw_parts_mut(out.add(first).cast::<MaybeUninit<A>>(), n);
                     let idx = std::slice::from_raw_parts(idx.add(first), n);
@@ -98,7 +98,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
                 }
             }
             for i in f..last as isize {
-                let (g, ok) = t.locate::<R>(t.axes, at.idx + i * l.idx);
+                let (g, ok) = t.locate::<R>(t.walk.axes, at.idx + i * l.idx);
                 if !ok {
                     return Err(BadIndex);
                 }

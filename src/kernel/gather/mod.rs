@@ -15,7 +15,7 @@ use self::elements::Isa;
 use self::lane::Gather;
 use super::schedule::{self, Ranges};
 use super::store::store;
-use super::walk::{Visit, each_lane, positions, split_innermost, walk};
+use super::walk::{Visit, Walk, each_lane, positions, split_innermost, walk};
 use super::{BadIndex, Operand, Store, debug_check_reach, locate, stream};
 use crate::index::{GatherIndex, Resolve};
 use crate::plan::policy::{PIPELINE_MIN, SHORT_RUN, TINY};
@@ -23,9 +23,8 @@ use crate::plan::{AxisTerm, Loop, Stage, Strategy, output_group, worth_parallel}
 
 /// A gather ready to run: the plan's loops and axis terms with the data pointers.
 pub(crate) struct Task<'a, A, I> {
-    outer: &'a [Loop],
-    lane: Loop,
-    axes: &'a [AxisTerm],
+    /// The plan's loops and axis terms.
+    walk: Walk<'a>,
     inp: *const A,
     idx: *const I,
     out: *mut A,
@@ -83,9 +82,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
             stream::streams::<A>() && stream::available()
         });
         Task {
-            outer,
-            lane,
-            axes,
+            walk: Walk { outer, lane, axes },
             inp: input.ptr,
             idx: indices.ptr,
             out,
@@ -95,14 +92,9 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         }
     }
 
-    /// Whether lanes are blocks: one coordinate each (the indices do not advance).
-    fn blocks(&self) -> bool {
-        self.lane.idx == 0 && !self.axes.is_empty()
-    }
-
     /// Runs the whole gather, serially or in parallel.
     pub fn run<R: Resolve>(&self) -> Result<(), BadIndex> {
-        let total = positions(self.outer, &self.lane);
+        let total = self.walk.positions();
         if total == 0 {
             return Ok(());
         }
@@ -115,20 +107,20 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
                 }
             };
         }
-        let idx_bytes = usize::from(!self.axes.is_empty() && self.lane.idx != 0) * size_of::<I>();
+        let idx_bytes = usize::from(!self.walk.axes.is_empty() && self.walk.lane.idx != 0) * size_of::<I>();
         let bytes = total.saturating_mul(size_of::<A>() + idx_bytes);
         if !worth_parallel(bytes) {
             // SAFETY: `Task::new`'s contract; one range covers everything.
             return unsafe { self.run_range::<R>(0, total) };
         }
-        let row = positions(&self.outer[self.outer.len() - 1..], &self.lane);
+        let row = positions(&self.walk.outer[self.walk.outer.len() - 1..], &self.walk.lane);
         let chunk = self.strategy.range_bytes(bytes, total, row);
         let mut ranges = Ranges::new(total, bytes, chunk);
         if self.strategy.staged == Stage::Output {
             // Whole groups: a range that starts or ends inside one gathers those lanes
             // element by element, striding through the output (a tenth of W3's time into a
             // Fortran-order output, in groups of whole lanes).
-            ranges = ranges.in_multiples_of(output_group(self.lane.len) * self.lane.len);
+            ranges = ranges.in_multiples_of(output_group(self.walk.lane.len) * self.walk.lane.len);
         }
         // Ranges completed, so that a failure elsewhere can drop their elements.
         let track = self.store == Store::Init && needs_drop::<A>();
@@ -165,7 +157,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         let mut v = Gather::<A, I, R, INIT>::new(self, self.out);
         // SAFETY: `Task::new`'s contract, for the visitor's lanes, which `each_lane` passes
         // whole.
-        each_lane(self.outer, |at| unsafe { v.lane(at, 0, self.lane.len) })?;
+        each_lane(self.walk.outer, |at| unsafe { v.lane(at, 0, self.walk.lane.len) })?;
         v.guard.disarm();
         Ok(())
     }
@@ -201,12 +193,12 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
             self.out
         };
         let mut v = Gather::<A, I, R, INIT>::new(self, base);
-        v.stage = Vec::with_capacity(self.strategy.staged.capacity(self.axes, self.lane.len));
-        let rows = self.strategy.staged != Stage::No || (self.blocks() && end - start > PIPELINE_MIN);
+        v.stage = Vec::with_capacity(self.strategy.staged.capacity(self.walk.axes, self.walk.lane.len));
+        let rows = self.strategy.staged != Stage::No || (self.walk.blocks() && end - start > PIPELINE_MIN);
         // Streamed lines are ordered before the range is reported done, or unwinds.
         let _fence = self.strategy.stream.then_some(stream::Fence);
         // SAFETY: `Task::new`'s contract, for the visitor's lanes.
-        unsafe { walk(self.outer, self.lane.len, rows, start, end, &mut v)? };
+        unsafe { walk(self.walk.outer, self.walk.lane.len, rows, start, end, &mut v)? };
         v.guard.disarm();
         Ok(())
     }
@@ -237,7 +229,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         last: usize,
         written: &mut usize,
     ) {
-        let l = self.lane;
+        let l = self.walk.lane;
         let count_each = INIT && needs_drop::<A>();
         // SAFETY: by the contract above.
         unsafe {

@@ -19,7 +19,7 @@ use std::mem::MaybeUninit;
 use super::Task;
 use super::lane::Gather;
 use crate::index::{GatherIndex, Resolve};
-use crate::kernel::walk::{At, Visit};
+use crate::kernel::walk::{At, Visit, Walk};
 use crate::kernel::{BadIndex, Store};
 use crate::plan::policy::{INPUT_AHEAD, OUT_AHEAD, SLAB_LANES_AHEAD, STAGE};
 use crate::plan::{Loop, Stage, Strategy, output_group};
@@ -42,15 +42,21 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         buf: *mut MaybeUninit<A>,
         written: &mut usize,
     ) -> Result<(), BadIndex> {
-        let n = self.lane.len;
+        let n = self.walk.lane.len;
         let group = output_group(n);
         let buf = buf.cast::<A>();
         // The same gather with each lane contiguous in the buffer, `n` apart; lanes that
         // read whole rows prefetch the next lane's row as in a C-order output
         // (PERFORMANCE.md#staged-lanes).
         let staged = Task {
-            outer: std::slice::from_ref(&row),
-            lane: Loop { out: 1, ..self.lane },
+            walk: Walk {
+                outer: std::slice::from_ref(&row),
+                lane: Loop {
+                    out: 1,
+                    ..self.walk.lane
+                },
+                axes: self.walk.axes,
+            },
             out: buf,
             store: Store::Init,
             strategy: Strategy {
@@ -76,7 +82,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                 // group of whole lanes', which gains nothing: PERFORMANCE.md#staged-lanes).
                 let low = first.out + (g as isize - 1) * row.out.min(0);
                 for i in 0..n as isize {
-                    let p = self.out.wrapping_offset(low + i * self.lane.out);
+                    let p = self.out.wrapping_offset(low + i * self.walk.lane.out);
                     crate::kernel::prefetch::prefetch_block(p, g * size_of::<A>());
                 }
             }
@@ -86,7 +92,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             // holds `group * n`). Its row prefetches only (no access). Elements need no
             // drop (`Stage::of`), so abandoning the buffer after an error is sound.
             unsafe {
-                if self.blocks() {
+                if self.walk.blocks() {
                     staged.block_row::<R, true>(in_buf, g, into_buf, &mut w)?;
                 } else {
                     let mut v = Gather::<A, I, R, true>::new(&staged, buf);
@@ -103,10 +109,10 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             unsafe {
                 let out = self.out.offset(first.out);
                 if row.out == 1 {
-                    move_squares::<A, 4>(buf, n as isize, (g, n), out, self.lane.out, OUT_AHEAD);
+                    move_squares::<A, 4>(buf, n as isize, (g, n), out, self.walk.lane.out, OUT_AHEAD);
                 } else {
                     for i in 0..n as isize {
-                        let (dst, src) = (out.offset(i * self.lane.out), buf.offset(i));
+                        let (dst, src) = (out.offset(i * self.walk.lane.out), buf.offset(i));
                         for k in 0..g as isize {
                             dst.offset(k * row.out).write(src.offset(k * n as isize).read());
                         }
@@ -136,14 +142,17 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         buf: *mut MaybeUninit<A>,
         written: &mut usize,
     ) -> Result<(), BadIndex> {
-        let a = self.axes[0];
-        let group = Stage::Input.capacity(self.axes, self.lane.len) / a.len;
+        let a = self.walk.axes[0];
+        let group = Stage::Input.capacity(self.walk.axes, self.walk.lane.len) / a.len;
         let buf = buf.cast::<A>();
         // The same gather along a contiguous axis of the buffer.
         let axes = [crate::plan::AxisTerm { stride: 1, ..a }];
         let staged = Task {
-            outer: &[],
-            axes: &axes,
+            walk: Walk {
+                outer: &[],
+                axes: &axes,
+                ..self.walk
+            },
             inp: buf.cast_const(),
             strategy: Strategy {
                 staged: Stage::No,
@@ -200,7 +209,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                             ..lane
                         },
                         0,
-                        self.lane.len,
+                        self.walk.lane.len,
                     )?;
                 }
             }
@@ -228,7 +237,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         buf: *mut MaybeUninit<A>,
         written: &mut usize,
     ) -> Result<(), BadIndex> {
-        let (a, n, step) = (self.axes[0], self.lane.len, self.lane.inp);
+        let (a, n, step) = (self.walk.axes[0], self.walk.lane.len, self.walk.lane.inp);
         let buf = buf.cast::<A>();
         // SAFETY: every offset `at.inp + k * step + r * a.stride` with `k < n`, `r < a.len`
         // is an input element (the lanes exist, and any position of the axis can be
@@ -255,9 +264,14 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             ..a
         }];
         let staged = Task {
-            outer: &[],
-            lane: Loop { inp: 1, ..self.lane },
-            axes: &axes,
+            walk: Walk {
+                outer: &[],
+                lane: Loop {
+                    inp: 1,
+                    ..self.walk.lane
+                },
+                axes: &axes,
+            },
             inp: buf.cast_const(),
             // (Still a slab's lanes, only ever passed to `Gather::lane`: their indices
             // are a row apart, so the element loop prefetches none past a lane's end.)

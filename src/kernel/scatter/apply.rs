@@ -41,7 +41,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
     #[inline(always)]
     unsafe fn block(&self, d0: isize, u0: isize, range: std::ops::Range<usize>) {
         let t = self.task;
-        let l = t.lane;
+        let l = t.walk.lane;
         let mine = owned(d0, l.inp, range, self.own);
         if l.inp == 1 && l.out == 1 {
             // Contiguous on both sides: slices, which the compiler can vectorize.
@@ -104,11 +104,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
             unsafe { self.all_ours::<N, K>(fixed, (row, count, at)) };
             return Ok(());
         }
-        let axes: &[AxisTerm] = if N == 0 { t.axes } else { fixed };
+        let axes: &[AxisTerm] = if N == 0 { t.walk.axes } else { fixed };
         // Everything the loop reads, in locals: the compiler cannot tell that writing
         // `A` values leaves the task alone, and would reload it (PERFORMANCE.md#scatter-passes).
         let (dst, upd, idx, reducer) = (self.dst, t.upd, t.idx, self.reducer);
-        let (n, (lo, hi)) = (if K > 0 { K } else { t.lane.len }, self.own);
+        let (n, (lo, hi)) = (if K > 0 { K } else { t.walk.lane.len }, self.own);
         let bytes = n * size_of::<A>();
         let ahead = (4096 / bytes.max(1)).clamp(1, SCATTER_RING).min(count);
         let far = (ahead as isize + lines_ahead::<I>(row.idx)) * row.idx;
@@ -218,7 +218,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
     #[inline(always)]
     unsafe fn one_axis(&self, a: AxisTerm, at: At, first: usize, last: usize) -> Result<(), BadIndex> {
         let t = self.task;
-        let (l, (lo, hi)) = (t.lane, self.own);
+        let (l, (lo, hi)) = (t.walk.lane, self.own);
         let (dst, reducer) = (self.dst, self.reducer);
         let (idx, upd) = (
             t.idx.wrapping_offset(at.idx + a.comp),
@@ -242,7 +242,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         // the last axis, S2) writes it at random, each line a miss of its own unless
         // it came in before: each chunk asks for its share of the next lane's row, as
         // the gather's row lanes do (PERFORMANCE.md#scatter-passes).
-        let next = t.outer.last().map_or(0, |r| r.inp);
+        let next = t.walk.outer.last().map_or(0, |r| r.inp);
         let share = if l.inp == 0 && a.stride == 1 {
             next_row_share::<A>(a.len, last - first, next)
         } else {
@@ -322,13 +322,13 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
     /// A row of block lanes (see [`Apply::pipeline`]), with one or two axis terms by
     /// value, and blocks of 1-16 contiguous elements as fixed-size arrays.
     unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
-        let l = self.task.lane;
+        let l = self.task.walk.lane;
         let k = if l.inp == 1 && l.out == 1 { l.len } else { 0 };
         let rows = (row, count, at);
         // SAFETY: (every arm) forwarded; `fixed` holds this task's own axis terms, and `K`
         // is the lane's length where its strides are unit.
         unsafe {
-            match (self.task.axes, k) {
+            match (self.task.walk.axes, k) {
                 ([a], 1) => self.pipeline::<1, 1>(&[*a], rows),
                 ([a], 2) => self.pipeline::<1, 2>(&[*a], rows),
                 ([a], 4) => self.pipeline::<1, 4>(&[*a], rows),
@@ -349,21 +349,21 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
     #[inline(always)]
     unsafe fn lane(&mut self, at: At, first: usize, last: usize) -> Result<(), BadIndex> {
         let t = self.task;
-        let (l, (lo, hi)) = (t.lane, self.own);
+        let (l, (lo, hi)) = (t.walk.lane, self.own);
         if !CHECKED && (at.inp + t.lane_reach.1 < lo || at.inp + t.lane_reach.0 >= hi) {
             return Ok(()); // no destination of this lane is ours
         }
-        if l.idx == 0 || t.axes.is_empty() {
+        if l.idx == 0 || t.walk.axes.is_empty() {
             // A block: one coordinate, destinations `d0 + i * l.inp`.
             // SAFETY: the coordinate is an element of the indices (checked, or checked
             // here: a bad one resolves to position 0).
-            let (g, good) = unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx) };
+            let (g, good) = unsafe { locate::<I, Raise>(t.idx, t.walk.axes, at.idx) };
             // SAFETY: `at.inp + g` is the lane's first destination, `at.out` its first
             // update.
             unsafe { self.block(at.inp + g, at.out, first..last) };
             return verdict::<CHECKED>(good);
         }
-        if let ([a], false) = (t.axes, needs_drop::<A>()) {
+        if let ([a], false) = (t.walk.axes, needs_drop::<A>()) {
             // SAFETY: forwarded.
             return unsafe { self.one_axis(*a, at, first, last) };
         }
@@ -371,7 +371,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         for i in first as isize..last as isize {
             // SAFETY: the coordinate is an element of the indices (checked, or checked
             // here: a bad one resolves to position 0).
-            let (g, ok) = unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx + i * l.idx) };
+            let (g, ok) = unsafe { locate::<I, Raise>(t.idx, t.walk.axes, at.idx + i * l.idx) };
             good &= ok;
             let d = at.inp + i * l.inp + g;
             if lo <= d && d < hi {

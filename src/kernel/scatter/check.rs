@@ -5,7 +5,7 @@ use super::ScatterTask;
 use crate::index::{GatherIndex, Raise, Resolve};
 use crate::kernel::prefetch::{lines_ahead, prefetch_line};
 use crate::kernel::schedule::{self, Ranges};
-use crate::kernel::walk::{At, Visit, positions, walk};
+use crate::kernel::walk::{At, Visit, walk};
 use crate::kernel::{BadIndex, locate};
 use crate::plan::policy::CHECK_RANGE_BYTES;
 use crate::plan::{AxisTerm, Loop};
@@ -13,16 +13,29 @@ use crate::plan::{AxisTerm, Loop};
 impl<A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'_, A, I> {
     /// Checks every index the scatter will read; `Err` if one is out of range. Reads only.
     pub fn check(&self) -> Result<(), BadIndex> {
-        let total = positions(self.outer, &self.lane);
-        if total == 0 || self.axes.is_empty() {
+        let total = self.walk.positions();
+        if total == 0 || self.walk.axes.is_empty() {
             return Ok(());
         }
-        let per_lane = if self.lane.idx == 0 { 1 } else { self.lane.len };
-        let bytes = (total / self.lane.len).saturating_mul(per_lane * size_of::<I>());
+        let per_lane = if self.walk.lane.idx == 0 {
+            1
+        } else {
+            self.walk.lane.len
+        };
+        let bytes = (total / self.walk.lane.len).saturating_mul(per_lane * size_of::<I>());
         let visit = |start: usize, end: usize| {
             let mut v = Check { task: self };
             // SAFETY: `ScatterTask::new`'s contract; `start..end` are positions.
-            unsafe { walk(self.outer, self.lane.len, self.lane.idx == 0, start, end, &mut v) }
+            unsafe {
+                walk(
+                    self.walk.outer,
+                    self.walk.lane.len,
+                    self.walk.lane.idx == 0,
+                    start,
+                    end,
+                    &mut v,
+                )
+            }
         };
         if !crate::plan::worth_parallel(bytes) {
             return visit(0, total);
@@ -48,7 +61,7 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
         // One or two axis terms by value: constant loops (PERFORMANCE.md#scatter-passes).
         // SAFETY: (every arm) forwarded, with this task's own axis terms.
         let good = unsafe {
-            match t.axes {
+            match t.walk.axes {
                 [a] => check_row(t.idx, &[*a], row, count, at.idx),
                 [a, b] => check_row(t.idx, &[*a, *b], row, count, at.idx),
                 axes => check_row(t.idx, axes, row, count, at.idx),
@@ -59,9 +72,13 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
 
     unsafe fn lane(&mut self, at: At, first: usize, last: usize) -> Result<(), BadIndex> {
         let t = self.task;
-        let (first, last) = if t.lane.idx == 0 { (0, 1) } else { (first, last) };
+        let (first, last) = if t.walk.lane.idx == 0 {
+            (0, 1)
+        } else {
+            (first, last)
+        };
         let mut good = true;
-        if let ([a], 1) = (t.axes, t.lane.idx) {
+        if let ([a], 1) = (t.walk.axes, t.walk.lane.idx) {
             // One axis, contiguous indices: a slice, checked branch-free (vectorizes).
             // SAFETY: the lane's indices `first..last` are elements of the indices.
             let run = unsafe {
@@ -74,7 +91,7 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
         }
         for i in first as isize..last as isize {
             // SAFETY: the lane's coordinates are elements of the indices (`new`'s contract).
-            good &= unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx + i * t.lane.idx) }.1;
+            good &= unsafe { locate::<I, Raise>(t.idx, t.walk.axes, at.idx + i * t.walk.lane.idx) }.1;
         }
         if good { Ok(()) } else { Err(BadIndex) }
     }

@@ -8,7 +8,7 @@ use super::{ScatterTask, Shared};
 use crate::index::{GatherIndex, Raise, Resolve};
 use crate::kernel::prefetch::{lines_ahead, prefetch_line};
 use crate::kernel::schedule;
-use crate::kernel::walk::{At, Visit, positions, walk};
+use crate::kernel::walk::{At, Visit, walk};
 use crate::kernel::{BadIndex, locate};
 use crate::plan::Loop;
 use crate::plan::policy::CHAINS;
@@ -24,7 +24,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'_, A, I> {
     /// bits as row-major order on any number of threads, with every thread reading its
     /// share of the indices once (PERFORMANCE.md#scatter-passes).
     pub(crate) fn count_then_replay<R: Reducer<A>>(&self, reducer: R) -> Result<(), BadIndex> {
-        let total = positions(self.outer, &self.lane);
+        let total = self.walk.positions();
         let (lo, hi) = self.span;
         let n = (hi - lo) as usize + 1;
         let parts = crate::plan::threads().clamp(1, total);
@@ -40,8 +40,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'_, A, I> {
             // SAFETY: `ScatterTask::new`'s contract; the range holds positions.
             unsafe {
                 walk(
-                    self.outer,
-                    self.lane.len,
+                    self.walk.outer,
+                    self.walk.lane.len,
                     false,
                     p * per,
                     ((p + 1) * per).min(total),
@@ -113,18 +113,18 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Count<'_, '_, A, I> {
     unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
         for k in 0..count as isize {
             // SAFETY: forwarded: lane `k` of the row exists.
-            unsafe { self.lane(at.step(&row, k), 0, self.task.lane.len)? };
+            unsafe { self.lane(at.step(&row, k), 0, self.task.walk.lane.len)? };
         }
         Ok(())
     }
 
     unsafe fn lane(&mut self, at: At, first: usize, last: usize) -> Result<(), BadIndex> {
         let (t, counts) = (self.task, &mut *self.counts);
-        let (l, base) = (t.lane, at.inp - self.lo);
+        let (l, base) = (t.walk.lane, at.inp - self.lo);
         // A bad index resolves to position 0, a destination element, so that every
         // count's index is in bounds either way.
         let mut good = true;
-        if let ([a], true) = (t.axes, l.idx != 0) {
+        if let ([a], true) = (t.walk.axes, l.idx != 0) {
             // One gathered axis, the loop invariants hoisted; the indices asked for 2 KiB
             // ahead, as in `Apply::lane`.
             let idx = t.idx.wrapping_offset(at.idx + a.comp);
@@ -147,7 +147,7 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Count<'_, '_, A, I> {
         } else {
             for i in first as isize..last as isize {
                 // SAFETY: the coordinate is an element of the indices (`new`'s contract).
-                let (g, ok) = unsafe { locate::<I, Raise>(t.idx, t.axes, at.idx + i * l.idx) };
+                let (g, ok) = unsafe { locate::<I, Raise>(t.idx, t.walk.axes, at.idx + i * l.idx) };
                 good &= ok;
                 counts[(base + i * l.inp + g) as usize] += 1;
             }

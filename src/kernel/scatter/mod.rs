@@ -34,7 +34,7 @@ mod tiny;
 use self::apply::Apply;
 pub(crate) use self::tiny::scatter_tiny;
 use super::schedule;
-use super::walk::{positions, split_innermost, walk};
+use super::walk::{Walk, split_innermost, walk};
 use super::{BadIndex, Operand, debug_check_reach};
 use crate::index::GatherIndex;
 use crate::layout::span;
@@ -43,9 +43,8 @@ use crate::reduce::Reducer;
 
 /// A scatter ready to run.
 pub(crate) struct ScatterTask<'a, A, I> {
-    outer: &'a [Loop],
-    lane: Loop,
-    axes: &'a [AxisTerm],
+    /// The plan's loops and axis terms.
+    walk: Walk<'a>,
     dst: *mut A,
     upd: *const A,
     idx: *const I,
@@ -93,9 +92,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         let dst_span = span(dst.shape, dst.strides);
         let dst_len = dst.shape.iter().product::<usize>();
         ScatterTask {
-            outer,
-            lane,
-            axes,
+            walk: Walk { outer, lane, axes },
             dst: dst.ptr.cast_mut(),
             upd: updates,
             idx: indices.ptr,
@@ -113,7 +110,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
     pub fn scatter<R: Reducer<A>>(&self, reducer: R) -> Result<(), BadIndex> {
         let (lo, hi) = self.span;
         let dst_len = (hi - lo) as usize + 1;
-        let total = positions(self.outer, &self.lane);
+        let total = self.walk.positions();
         match ScatterWay::of::<A, I>(self.dense, self.one_update(), dst_len, total) {
             ScatterWay::Histogram => self.count_then_replay(reducer),
             ScatterWay::InPlace => {
@@ -140,9 +137,10 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
     /// Whether every position reads the same update (the updates broadcast from one
     /// value, as a histogram's `1.0`).
     fn one_update(&self) -> bool {
-        self.outer
+        self.walk
+            .outer
             .iter()
-            .chain([&self.lane])
+            .chain([&self.walk.lane])
             .all(|l| l.out == 0 || l.len == 1)
     }
 
@@ -151,15 +149,15 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
     /// way, `Err` if one was bad (some elements of `dst` then hold updates and some may
     /// hold a bad index's fallback, position 0); otherwise indices were checked before.
     fn run<const CHECKED: bool, R: Reducer<A>>(&self, dst: *mut A, reducer: R) -> Result<(), BadIndex> {
-        let total = positions(self.outer, &self.lane);
+        let total = self.walk.positions();
         if total == 0 {
             return Ok(());
         }
         // Rows of block lanes come whole, to be prefetched.
-        let blocks = self.lane.idx == 0 && !self.axes.is_empty();
+        let blocks = self.walk.blocks();
         let (lo, hi) = self.span;
         let dst_bytes = ((hi - lo) as usize + 1).saturating_mul(size_of::<A>());
-        let block_bytes = blocks.then(|| self.lane.len * size_of::<A>());
+        let block_bytes = blocks.then(|| self.walk.lane.len * size_of::<A>());
         let parts = scatter_parts::<A>(total, dst_bytes, block_bytes);
         let width = (hi - lo) / parts as isize + 1;
         let dst = Shared(dst);
@@ -177,7 +175,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
             // SAFETY: `ScatterTask::new`'s contract, `dst` the destination or a copy at
             // its offsets; indices were checked or are checked on the way (`Apply`); each
             // part writes only the elements in its own span of offsets.
-            unsafe { walk(self.outer, self.lane.len, blocks, 0, total, &mut v) }
+            unsafe { walk(self.walk.outer, self.walk.lane.len, blocks, 0, total, &mut v) }
         };
         if parts == 1 {
             return part(0);
