@@ -154,17 +154,21 @@ pub(crate) const STREAM_MIN_BYTES: usize = 16 << 20;
 pub(crate) const STREAM_MIN_LANE_BYTES: usize = 128;
 
 /// A run streams when it has at least this many bytes, wherever it starts ...
+#[cfg_attr(any(miri, not(target_arch = "x86_64")), allow(dead_code))]
 pub(crate) const STREAM_RUN_BYTES: usize = 1024;
 
 /// ... or at least this many bytes of whole lines from a line boundary: fewer whole lines
 /// and the plain stores of a run's partial lines interfere with the streamed ones.
+#[cfg_attr(any(miri, not(target_arch = "x86_64")), allow(dead_code))]
 pub(crate) const STREAM_LINES_BYTES: usize = 256;
 
 /// Fresh outputs of at least this many bytes are advised into transparent huge pages and
 /// faulted in at once, as NumPy does from 4 MiB (PERFORMANCE.md#fresh-outputs-allocating-calls).
+#[cfg_attr(any(miri, not(target_os = "linux")), allow(dead_code))]
 pub(crate) const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
 
 /// A transparent huge page on x86-64 Linux, in bytes.
+#[cfg_attr(any(miri, not(target_os = "linux")), allow(dead_code))]
 pub(crate) const HUGE_PAGE_BYTES: usize = 2 << 20;
 
 /// How far ahead, in index bytes, a scatter's passes ask for the lanes' indices: the

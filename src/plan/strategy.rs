@@ -94,6 +94,7 @@ impl Strategy {
 /// Whether a run of `bytes` bytes at address `dst` pays for streaming: a long run, or one
 /// of whole lines from a line boundary (a run with few whole lines has partial lines
 /// whose plain stores interfere with the streamed ones).
+#[cfg(all(target_arch = "x86_64", not(miri)))]
 #[inline]
 pub(crate) fn stream_pays(dst: usize, bytes: usize) -> bool {
     bytes >= STREAM_RUN_BYTES

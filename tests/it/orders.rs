@@ -7,7 +7,6 @@
 use ndarray::{Array, ArrayD, Axis, IxDyn, ShapeBuilder, Slice};
 use ndarray_gather::prelude::*;
 
-use crate::support::layouts::{ALL, Held, Layout};
 use crate::support::reference;
 use crate::support::threads::serial_and_parallel;
 
@@ -312,30 +311,4 @@ fn elements_with_drop_glue_along_a_far_axis() {
     assert!(named(err.clone()), "{err}");
     let err = x.gather_multiaxis_into(&bad, &[0], &mut out).unwrap_err();
     assert!(named(err.clone()), "{err}");
-}
-
-/// The test layouts themselves: each shows the same logical array.
-#[test]
-fn layouts_show_the_same_logical_array() {
-    let shape = [2, 3, 1, 4];
-    let c = Held::new(&shape, Layout::C, |i| i);
-    for layout in ALL {
-        let h = Held::new(&shape, layout, |i| i);
-        let v = h.view();
-        assert_eq!(v.shape(), &shape);
-        if let Layout::Broadcast(_) = layout {
-            assert!(v.strides().contains(&0), "{layout:?} {:?}", v.strides());
-        } else {
-            assert_eq!(v, c.view(), "{layout:?}");
-        }
-    }
-    let f = Held::new(&shape, Layout::F, |i| i);
-    assert!(f.view().t().is_standard_layout());
-    assert!(
-        Held::new(&shape, Layout::Reversed, |i| i)
-            .view()
-            .strides()
-            .iter()
-            .any(|&s| s < 0)
-    );
 }

@@ -69,7 +69,7 @@ fn check(threads: usize, f: impl Fn() + Sync) {
 }
 
 #[cfg(feature = "rayon")]
-fn rayon_pool(n: usize) -> rayon::ThreadPool {
+fn rayon_pool(n: usize) -> &'static rayon::ThreadPool {
     crate::support::threads::pool(n)
 }
 

@@ -6,7 +6,7 @@ use ndarray_gather::prelude::*;
 use proptest::prelude::*;
 
 use crate::support::generate::{Elem, Problem, config, problem};
-use crate::support::layouts::{Held, Layout};
+use crate::support::layouts::{ALL, Held, Layout};
 use crate::support::reference::{self, Fail};
 
 fn run_multiaxis<A: Elem, I>(p: &Problem) -> Result<(), TestCaseError>
@@ -77,4 +77,30 @@ proptest! {
     fn multiaxis_matches_reference_u64(p in problem()) { run_elem::<u64>(&p)?; }
     #[test]
     fn multiaxis_matches_reference_usize(p in problem()) { run_elem::<usize>(&p)?; }
+}
+
+/// The layouts the properties run over: each shows the same logical array.
+#[test]
+fn layouts_show_the_same_logical_array() {
+    let shape = [2, 3, 1, 4];
+    let c = Held::new(&shape, Layout::C, |i| i);
+    for layout in ALL {
+        let h = Held::new(&shape, layout, |i| i);
+        let v = h.view();
+        assert_eq!(v.shape(), &shape);
+        if let Layout::Broadcast(_) = layout {
+            assert!(v.strides().contains(&0), "{layout:?} {:?}", v.strides());
+        } else {
+            assert_eq!(v, c.view(), "{layout:?}");
+        }
+    }
+    let f = Held::new(&shape, Layout::F, |i| i);
+    assert!(f.view().t().is_standard_layout());
+    assert!(
+        Held::new(&shape, Layout::Reversed, |i| i)
+            .view()
+            .strides()
+            .iter()
+            .any(|&s| s < 0)
+    );
 }

@@ -1,9 +1,13 @@
 //! Thread pools: the same call on one thread and on three must give the same bits.
 
-/// A rayon pool of `n` threads (rayon is a dev-dependency, so this exists without the
-/// crate's `rayon` feature too).
-pub fn pool(n: usize) -> rayon::ThreadPool {
-    rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap()
+use std::sync::OnceLock;
+
+/// A rayon pool of `n` threads, 1 to 4 (rayon is a dev-dependency, so this exists without
+/// the crate's `rayon` feature too). Each is built once and shared by every test: under
+/// Miri, building pools (spawning their threads) took much of the scatter tests' time.
+pub fn pool(n: usize) -> &'static rayon::ThreadPool {
+    static POOLS: [OnceLock<rayon::ThreadPool>; 4] = [const { OnceLock::new() }; 4];
+    POOLS[n - 1].get_or_init(|| rayon::ThreadPoolBuilder::new().num_threads(n).build().unwrap())
 }
 
 /// Runs `f` on a pool of one thread and on one of three; asserts that both give the same
