@@ -7,12 +7,16 @@ mod private {
     impl Sealed for ndarray::Axis {}
     impl Sealed for isize {}
     impl Sealed for i32 {}
+    impl Sealed for i64 {}
+    impl Sealed for usize {}
+    impl Sealed for u32 {}
     impl Sealed for Option<isize> {}
 }
 
-/// What every `axis` parameter accepts: ndarray's [`Axis(n)`](Axis), or a signed integer
-/// (`isize`, or `i32` so that a bare literal such as `-1` works) counting from the end
-/// when negative, as NumPy's and ONNX's axes do. Sealed.
+/// What every `axis` parameter accepts: ndarray's [`Axis(n)`](Axis), an unsigned integer
+/// (`usize` or `u32`: an axis the program computed, `a.ndim() - 1`), or a signed integer
+/// (`isize`, `i64` as an ONNX attribute arrives, or `i32` so that a bare literal such as
+/// `-1` works) counting from the end when negative, as NumPy's and ONNX's axes do. Sealed.
 ///
 /// An axis beyond the input's rank is an
 /// [`AxisOutOfBounds`](crate::GatherError::AxisOutOfBounds) error naming it, whichever way
@@ -29,7 +33,12 @@ mod private {
 /// assert_eq!(by_axis, a.gather(&ids, 1)?);
 /// assert_eq!(by_axis, a.gather(&ids, -1)?);
 /// assert_eq!(by_axis, a.gather(&ids, 1_isize)?);
+/// let last: usize = a.ndim() - 1;
+/// assert_eq!(by_axis, a.gather(&ids, last)?);
+/// let onnx_axis: i64 = -1;
+/// assert_eq!(by_axis, a.gather(&ids, onnx_axis)?);
 /// assert!(a.gather(&ids, Axis(2)).is_err());
+/// assert!(a.gather(&ids, 2_usize).is_err());
 /// # Ok::<(), GatherError>(())
 /// ```
 pub trait AxisArg: Copy + private::Sealed {
@@ -57,6 +66,30 @@ impl AxisArg for i32 {
     #[inline]
     fn signed(self) -> isize {
         self as isize
+    }
+}
+
+/// An ONNX `axis` attribute, as it arrives.
+impl AxisArg for i64 {
+    #[inline]
+    fn signed(self) -> isize {
+        // (Beyond `isize` only on 32-bit targets, and out of range either way.)
+        isize::try_from(self).unwrap_or(if self < 0 { isize::MIN } else { isize::MAX })
+    }
+}
+
+/// An axis a Rust program computed (`.ndim() - 1`, a loop variable, `Axis(n).index()`).
+impl AxisArg for usize {
+    #[inline]
+    fn signed(self) -> isize {
+        isize::try_from(self).unwrap_or(isize::MAX)
+    }
+}
+
+impl AxisArg for u32 {
+    #[inline]
+    fn signed(self) -> isize {
+        isize::try_from(self).unwrap_or(isize::MAX)
     }
 }
 

@@ -22,7 +22,7 @@ use thiserror::Error;
 ///      (valid: -2..=1)"
 /// );
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[derive(Debug, Clone, PartialEq, Error)]
 #[non_exhaustive]
 pub enum GatherError {
     /// An axis argument does not name a dimension of the input.
@@ -201,6 +201,51 @@ pub enum GatherError {
         found: Vec<usize>,
     },
 
+    /// An ndarray call failed in a function that returns `GatherError`, such as
+    /// `into_dimensionality` on a gather's output: converted by `?`.
+    ///
+    /// ```
+    /// use ndarray::{Array2, Ix2, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// fn rows(table: &Array2<f32>, ids: &[i64]) -> Result<Array2<f32>, GatherError> {
+    ///     let ids = ndarray::ArrayView1::from(ids);
+    ///     Ok(table.gather(&ids, 0)?.into_dimensionality::<Ix2>()?)
+    /// }
+    /// assert_eq!(rows(&array![[1.0, 2.0], [3.0, 4.0]], &[1])?, array![[3.0, 4.0]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    #[error("ndarray: {source}")]
+    Ndarray {
+        /// ndarray's error.
+        #[from]
+        source: ndarray::ShapeError,
+    },
+
+    /// A reduction's name did not parse ([`Reduction`](crate::Reduction)'s `FromStr`):
+    /// converted by `?`.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// fn onnx_scatter(x: &mut ndarray::Array1<f32>, reduction: &str) -> Result<(), GatherError> {
+    ///     let r: Reduction = reduction.parse()?;
+    ///     x.scatter_elements(&array![0_i64, 0], &array![1.0, 2.0], 0, r)
+    /// }
+    /// let mut x = array![0.0_f32, 0.0];
+    /// onnx_scatter(&mut x, "add")?;
+    /// assert_eq!(x, array![3.0, 0.0]);
+    /// assert!(matches!(onnx_scatter(&mut x, "average"), Err(GatherError::ParseReduction { .. })));
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    #[error("{source}")]
+    ParseReduction {
+        /// The parse error, which names the string.
+        #[from]
+        source: crate::reduce::ParseReductionError,
+    },
+
     /// A bug in this crate: an internal invariant did not hold. It is never expected (in
     /// debug builds it panics instead, so that tests catch it); please report it with its
     /// message.
@@ -212,6 +257,10 @@ pub enum GatherError {
         detail: &'static str,
     },
 }
+
+// ndarray's `ShapeError` is `PartialEq` without `Eq`, but its equality compares error
+// kinds, which is reflexive: so is ours.
+impl Eq for GatherError {}
 
 /// The error for an impossible state: a bug. Debug builds panic here, so that every test
 /// that reaches it fails; release builds return [`GatherError::Internal`] rather than

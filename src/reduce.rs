@@ -161,7 +161,10 @@ impl<A: Clone + PartialOrd + Send + Sync> Reducer<A> for Max {
 
 /// A reduction chosen at run time, for numeric elements (every primitive integer and
 /// float): the unit structs of this module as one enum. Parses ONNX's `reduction`
-/// attribute: `"none" | "add" | "mul" | "min" | "max"`.
+/// attribute (`"none" | "add" | "mul" | "min" | "max"`) and torch's `reduce` argument of
+/// `scatter_reduce_` / `index_reduce_` (`"sum" | "prod" | "amin" | "amax"`); torch's
+/// `"mean"` is not a reducer that combines one update at a time, and is refused with a
+/// message that says so.
 ///
 /// ```
 /// use ndarray::array;
@@ -171,7 +174,9 @@ impl<A: Clone + PartialOrd + Send + Sync> Reducer<A> for Max {
 /// let mut x = array![[1.0, 1.0], [1.0, 1.0]];
 /// x.scatter_elements(&array![[1_i64, 1]], &array![[3.0, 0.5]], 1, reduction)?;
 /// assert_eq!(x, array![[1.0, 3.0], [1.0, 1.0]]);
-/// assert!("sum".parse::<Reduction>().is_err());
+/// assert_eq!("sum".parse::<Reduction>()?, Reduction::Add); // torch's name
+/// assert_eq!("amax".parse::<Reduction>()?, Reduction::Max);
+/// assert!("mean".parse::<Reduction>().is_err());
 /// # Ok::<(), GatherError>(())
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -179,13 +184,13 @@ pub enum Reduction {
     /// [`Replace`] (ONNX `"none"`).
     #[default]
     Replace,
-    /// [`Add`] (ONNX `"add"`).
+    /// [`Add`] (ONNX `"add"`, torch `"sum"`).
     Add,
-    /// [`Mul`] (ONNX `"mul"`).
+    /// [`Mul`] (ONNX `"mul"`, torch `"prod"`).
     Mul,
-    /// [`Min`] (ONNX `"min"`).
+    /// [`Min`] (ONNX `"min"`, torch `"amin"`).
     Min,
-    /// [`Max`] (ONNX `"max"`).
+    /// [`Max`] (ONNX `"max"`, torch `"amax"`).
     Max,
 }
 
@@ -202,18 +207,43 @@ impl<A: Clone + PartialOrd + NumAssignOps + Send + Sync> Reducer<A> for Reductio
     }
 }
 
-/// A string that is not one of ONNX's reductions (from `str::parse::<Reduction>`).
+/// A string that is not one of ONNX's or torch's reductions (from
+/// `str::parse::<Reduction>`); `?` converts it into a [`GatherError`](crate::GatherError).
 ///
 /// ```
 /// use ndarray_gather::{Reduction, reduce::ParseReductionError};
 ///
-/// let e = "sum".parse::<Reduction>().unwrap_err();
-/// assert_eq!(e, ParseReductionError("sum".to_string()));
-/// assert_eq!(e.to_string(), r#"unknown reduction "sum" (expected "none", "add", "mul", "min" or "max")"#);
+/// let e = "average".parse::<Reduction>().unwrap_err();
+/// assert_eq!(e, ParseReductionError("average".to_string()));
+/// assert_eq!(
+///     e.to_string(),
+///     r#"unknown reduction "average" (expected ONNX's "none", "add", "mul", "min", "max" or torch's "sum", "prod", "amin", "amax")"#
+/// );
+/// assert!("mean".parse::<Reduction>().unwrap_err().to_string().contains("count"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown reduction {0:?} (expected \"none\", \"add\", \"mul\", \"min\" or \"max\")")]
 pub struct ParseReductionError(pub String);
+
+impl fmt::Display for ParseReductionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == "mean" {
+            // torch's scatter_reduce_ / index_reduce_ "mean" divides by each element's count
+            // of updates, which no reducer combining one update at a time can know.
+            return write!(
+                f,
+                "reduction \"mean\" is not a scatter reducer: a scatter combines one update at a \
+                 time, and a mean needs each element's count (scatter a sum and the counts, \
+                 then divide)"
+            );
+        }
+        write!(
+            f,
+            "unknown reduction {:?} (expected ONNX's \"none\", \"add\", \"mul\", \"min\", \"max\" \
+             or torch's \"sum\", \"prod\", \"amin\", \"amax\")",
+            self.0
+        )
+    }
+}
 
 impl FromStr for Reduction {
     type Err = ParseReductionError;
@@ -221,10 +251,10 @@ impl FromStr for Reduction {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "none" => Ok(Reduction::Replace),
-            "add" => Ok(Reduction::Add),
-            "mul" => Ok(Reduction::Mul),
-            "min" => Ok(Reduction::Min),
-            "max" => Ok(Reduction::Max),
+            "add" | "sum" => Ok(Reduction::Add),
+            "mul" | "prod" => Ok(Reduction::Mul),
+            "min" | "amin" => Ok(Reduction::Min),
+            "max" | "amax" => Ok(Reduction::Max),
             _ => Err(ParseReductionError(s.to_string())),
         }
     }

@@ -42,6 +42,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
             let expected = self.final_shape(&plan.out_shape);
             view = updates.view().into_dyn();
             let fits = match fit {
+                // A scalar (0-d) update broadcasts in every scatter (`np.add.at(a, idx, 1.0)`).
+                _ if view.ndim() == 0 => view.broadcast(IxDyn(&expected)),
                 Fit::Exact => None,
                 Fit::Leading => (view.ndim() == expected.len()
                     && view.shape().iter().zip(&*expected).all(|(u, e)| u >= e))

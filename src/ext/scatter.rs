@@ -34,7 +34,18 @@ use crate::reduce::{Reducer, Replace};
 ///   more, several updates combine into one element; where the indices have size 1, each
 ///   position of `self` gets its own update.
 /// - `self`, indices and updates may have any layout, including negative strides and
-///   zero-stride (broadcast) updates.
+///   zero-stride (broadcast) updates. A scalar (0-d) update broadcasts in every method, as
+///   `np.add.at(a, idx, 1.0)` does:
+///
+/// ```
+/// use ndarray::{arr0, array};
+/// use ndarray_gather::{prelude::*, reduce::Add};
+///
+/// let mut counts = array![0.0_f32, 0.0, 0.0];
+/// counts.scatter(&array![2_i64, 0, 2], &arr0(1.0), 0, Add)?; // np.add.at(counts, idx, 1.0)
+/// assert_eq!(counts, array![1.0, 0.0, 2.0]);
+/// # Ok::<(), GatherError>(())
+/// ```
 ///
 /// The trait is sealed.
 pub trait ScatterExt<A, D>: private::SealedMut<A, D>

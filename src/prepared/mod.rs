@@ -40,7 +40,8 @@ use crate::small::Small;
 ///
 /// Each constructor mirrors one method of [`GatherExt`](crate::GatherExt), with the
 /// input's *shape* in place of the input, and returns exactly the error that method would
-/// return for an input of that shape (out-of-range indices included). Then
+/// return for an input of that shape (out-of-range indices included), its message named
+/// after the constructor (`GatherPlan::gather: ...` where `gather` says `gather: ...`). Then
 /// [`apply`](GatherPlan::apply) and [`apply_into`](GatherPlan::apply_into) gather from any
 /// input of that shape (any element type, any memory layout) without reading, checking or
 /// converting an index again. It is the Simd library's `SynetGatherElements`
@@ -127,7 +128,7 @@ impl GatherPlan {
     ) -> Result<GatherPlan, GatherError> {
         let lowering = Lowering::multiaxis(axes);
         Self::new(
-            "gather_multiaxis",
+            "GatherPlan::multiaxis",
             lowering,
             input_shape,
             indices,
@@ -153,7 +154,8 @@ impl GatherPlan {
     ///     let rows = plan.apply(&table)?; // [2, 2, 4]
     ///     assert_eq!(rows[[1, 0, 3]], table[[999, 3]]);
     /// }
-    /// assert!(GatherPlan::gather(&[1000, 4], &array![1000_i64], 0).is_err());
+    /// let e = GatherPlan::gather(&[1000, 4], &array![1000_i64], 0).unwrap_err();
+    /// assert!(e.to_string().starts_with("GatherPlan::gather: index 1000 at position [0]"));
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn gather<I: GatherIndex, E: Dimension>(
@@ -162,7 +164,13 @@ impl GatherPlan {
         axis: impl AxisArg,
     ) -> Result<GatherPlan, GatherError> {
         let lowering = Lowering::gather(axis);
-        Self::new("gather", lowering, input_shape, indices, IndexMode::Raise)
+        Self::new(
+            "GatherPlan::gather",
+            lowering,
+            input_shape,
+            indices,
+            IndexMode::Raise,
+        )
     }
 
     /// The plan of [`gather_elements`](crate::GatherExt::gather_elements) (ONNX
@@ -188,7 +196,7 @@ impl GatherPlan {
     ) -> Result<GatherPlan, GatherError> {
         let lowering = Lowering::elements(axis);
         Self::new(
-            "gather_elements",
+            "GatherPlan::gather_elements",
             lowering,
             input_shape,
             indices,
@@ -222,7 +230,7 @@ impl GatherPlan {
         batch_dims: usize,
     ) -> Result<GatherPlan, GatherError> {
         Self::new(
-            "gather_nd",
+            "GatherPlan::gather_nd",
             Lowering::nd(batch_dims),
             input_shape,
             indices,
@@ -253,7 +261,13 @@ impl GatherPlan {
         batch_dims: usize,
     ) -> Result<GatherPlan, GatherError> {
         let lowering = Lowering::batched(axis, batch_dims);
-        Self::new("gather_batched", lowering, input_shape, indices, IndexMode::Raise)
+        Self::new(
+            "GatherPlan::gather_batched",
+            lowering,
+            input_shape,
+            indices,
+            IndexMode::Raise,
+        )
     }
 
     /// The plan of [`take`](crate::GatherExt::take) (numpy.take, torch.take) for inputs of
@@ -278,7 +292,7 @@ impl GatherPlan {
         mode: IndexMode,
     ) -> Result<GatherPlan, GatherError> {
         let lowering = Lowering::take(axis);
-        Self::new("take", lowering, input_shape, indices, mode)
+        Self::new("GatherPlan::take", lowering, input_shape, indices, mode)
     }
 
     /// The plan of [`take_along_axis`](crate::GatherExt::take_along_axis)
@@ -304,7 +318,7 @@ impl GatherPlan {
     ) -> Result<GatherPlan, GatherError> {
         let lowering = Lowering::along_axis(axis);
         Self::new(
-            "take_along_axis",
+            "GatherPlan::take_along_axis",
             lowering,
             input_shape,
             indices,

@@ -1,5 +1,6 @@
-//! API decision 12: every `axis` parameter takes ndarray's `Axis(n)`, an `isize` or an
-//! `i32` literal (negative from the end), with the same result and the same errors.
+//! API decisions 12 and 22: every `axis` parameter takes ndarray's `Axis(n)`, an `isize`, an
+//! `i32` literal (negative from the end), an `i64` (an ONNX attribute), or a `usize` / `u32`
+//! (an axis the program computed), with the same result and the same errors.
 
 use ndarray::{Array, Axis, array};
 use ndarray_gather::prelude::*;
@@ -126,6 +127,50 @@ fn an_axis_out_of_range_is_named_whichever_way_it_is_written() {
             3,
         ),
         (x.gather(&ids, Axis(usize::MAX)).unwrap_err(), isize::MAX),
+    ] {
+        assert!(
+            matches!(e, GatherError::AxisOutOfBounds { axis, .. } if axis == shown),
+            "{e:?} should name axis {shown}"
+        );
+    }
+}
+
+/// API decision 22: an axis the program computed (`usize`, `u32`) or an ONNX attribute
+/// (`i64`) works in every method, with the same result and errors as `Axis(n)`.
+#[test]
+fn every_axis_parameter_takes_usize_u32_and_i64() {
+    let x = Array::from_shape_fn((3, 4), |(i, j)| (10 * i + j) as f64);
+    let ids = array![[2_i64, 0], [1, 3], [0, 0]];
+    let col = array![3_i64, -1];
+    let last: usize = x.ndim() - 1;
+    let (u, onnx) = (1_u32, -1_i64);
+    let g = x.gather(&col, Axis(1)).unwrap();
+    assert_eq!(x.gather(&col, last).unwrap(), g);
+    assert_eq!(x.gather(&col, u).unwrap(), g);
+    assert_eq!(x.gather(&col, onnx).unwrap(), g);
+    let e = x.gather_elements(&ids, Axis(1)).unwrap();
+    assert_eq!(x.gather_elements(&ids, last).unwrap(), e);
+    assert_eq!(
+        x.take_along_axis(&ids, onnx).unwrap(),
+        x.take_along_axis(&ids, u).unwrap()
+    );
+    assert_eq!(
+        x.gather_batched(&ids, last, 1).unwrap(),
+        x.gather_batched(&ids, Axis(1), 1).unwrap()
+    );
+    assert_eq!(x.take(&col, last, IndexMode::Raise).unwrap(), g);
+    let plan = GatherPlan::gather(x.shape(), &col, onnx).unwrap();
+    assert_eq!(plan.apply(&x).unwrap(), g);
+    let mut a = x.clone();
+    a.scatter(&col, &Array::ones((3, 2)), last, Add).unwrap();
+    let mut b = x.clone();
+    b.scatter(&col, &Array::ones((3, 2)), Axis(1), Add).unwrap();
+    assert_eq!(a, b);
+    for (e, shown) in [
+        (x.gather(&col, 2_usize).unwrap_err(), 2),
+        (x.gather(&col, 9_u32).unwrap_err(), 9),
+        (x.gather(&col, -3_i64).unwrap_err(), -3),
+        (x.gather(&col, i64::MAX).unwrap_err(), isize::MAX),
     ] {
         assert!(
             matches!(e, GatherError::AxisOutOfBounds { axis, .. } if axis == shown),

@@ -28,13 +28,32 @@ fn reducers_combine_duplicates_in_row_major_order() {
         assert_eq!(s.parse::<Reduction>(), Ok(r));
         assert_eq!(r.to_string(), s);
     }
+    // API decision 25: torch's names too; "mean" is refused, saying why.
+    for (s, r) in [
+        ("sum", Reduction::Add),
+        ("prod", Reduction::Mul),
+        ("amin", Reduction::Min),
+        ("amax", Reduction::Max),
+    ] {
+        assert_eq!(s.parse::<Reduction>(), Ok(r));
+    }
+    let unknown = "average".parse::<Reduction>().unwrap_err().to_string();
     assert!(
-        "sum"
-            .parse::<Reduction>()
-            .unwrap_err()
-            .to_string()
-            .contains("\"sum\"")
+        unknown.contains("\"average\"") && unknown.contains("\"amax\""),
+        "{unknown}"
     );
+    let mean = "mean".parse::<Reduction>().unwrap_err().to_string();
+    assert!(mean.contains("\"mean\"") && mean.contains("count"), "{mean}");
+    // `?` converts the parse error (and ndarray's shape errors) into a GatherError.
+    let parse = |s: &str| -> Result<Reduction, GatherError> { Ok(s.parse::<Reduction>()?) };
+    assert!(matches!(parse("average"), Err(GatherError::ParseReduction { source }) if source.0 == "average"));
+    let reshape = || -> Result<ndarray::Array2<f64>, GatherError> {
+        Ok(array![1.0, 2.0, 3.0]
+            .into_dyn()
+            .into_dimensionality::<ndarray::Ix2>()?)
+    };
+    assert!(matches!(reshape(), Err(GatherError::Ndarray { .. })));
+    assert!(reshape().unwrap_err().to_string().starts_with("ndarray: "));
     // Unit structs and closures agree with the run-time reductions.
     let mut a = array![1.0, 1.0];
     a.scatter(&idx, &upd, 0, Mul).unwrap();
@@ -87,4 +106,19 @@ fn broadcast_self_and_broadcast_updates() {
     e.scatter_elements(&array![[2_i64, 0]], &array![[1, 2, 3], [4, 5, 6]], 1, Replace)
         .unwrap();
     assert_eq!(e, array![[2, 0, 1], [0, 0, 0]]);
+    // API decision 25: a scalar (0-d) update broadcasts in every scatter.
+    let one = ndarray::arr0(1);
+    let mut h = array![0, 0, 0];
+    h.scatter(&array![2_i64, 0, 2, 2], &one, 0, Add).unwrap(); // np.add.at(h, idx, 1)
+    assert_eq!(h, array![1, 0, 3]);
+    let mut g = array![[0, 0], [0, 0]];
+    g.scatter_elements(&array![[1_i64], [1]], &one, 1, Add).unwrap();
+    g.scatter_nd(&array![[0_i64, 0]], &one, 0, Add).unwrap();
+    g.scatter_multiaxis(&array![[1_i64], [0]], &[1], &one, Add)
+        .unwrap();
+    g.put_along_axis(&array![[0_i64], [0]], &ndarray::arr0(7), 1)
+        .unwrap();
+    assert_eq!(g, array![[7, 2], [7, 1]]);
+    let e = g.scatter(&array![0_i64], &array![1, 2, 3], 0, Add).unwrap_err();
+    assert!(matches!(e, GatherError::UpdatesShape { .. }), "{e}");
 }
