@@ -81,18 +81,26 @@ pub(crate) fn same(a: &[usize], b: &[usize]) -> bool {
 }
 
 /// The number of elements of an array of `shape` with `strides` if they are in standard
-/// layout (C-contiguous; strides of unit dimensions do not matter; an empty array is, as
-/// ndarray decides it), `None` otherwise.
+/// layout (C-contiguous; strides of unit dimensions do not matter), `None` otherwise.
+/// Conservative for empty arrays (a mismatched stride after a zero length is `None`):
+/// [`is_standard_layout`] is ndarray's test.
 #[inline(always)]
 pub(crate) fn standard_len(shape: &[usize], strides: &[isize]) -> Option<usize> {
     let mut len = 1usize;
     for (&n, &s) in shape.iter().zip(strides).rev() {
         if n != 1 && s != len as isize {
-            return shape.contains(&0).then_some(0);
+            return None;
         }
         len = len.checked_mul(n)?;
     }
     Some(len)
+}
+
+/// Whether an array of `shape` with `strides` is in standard layout, as ndarray decides it
+/// (dimensions of length 1 may have any stride; an empty array is).
+#[inline]
+pub(crate) fn is_standard_layout(shape: &[usize], strides: &[isize]) -> bool {
+    shape.contains(&0) || standard_len(shape, strides).is_some()
 }
 
 #[cfg(test)]

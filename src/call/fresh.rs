@@ -28,6 +28,7 @@ pub(crate) fn fresh_loops<A>(loops: Small<Loop>, axes: &[AxisTerm]) -> Small<Loo
 /// # Safety
 /// When `fill` returns `Ok`, it has initialized all `len` elements; when it returns `Err`,
 /// it has left none initialized (or dropped them again).
+#[inline(always)]
 pub(crate) unsafe fn fresh<A>(
     op: &'static str,
     len: usize,

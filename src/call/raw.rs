@@ -219,7 +219,7 @@ impl<S: RawData> Raw<'_, S> {
     /// Whether the elements lie in row-major order, one after the other (as ndarray
     /// decides it: dimensions of length 1 may have any stride; an empty array is).
     pub fn is_standard_layout(&self) -> bool {
-        layout::standard_len(self.shape, self.strides).is_some()
+        layout::is_standard_layout(self.shape, self.strides)
     }
 }
 

@@ -28,6 +28,7 @@ impl Tiny {
     /// the caller's output `shape`: for an output of at most [`PLAN_TINY`] elements, indices in
     /// standard layout (so that the plan's index offsets are row-major positions) and
     /// input offsets below 2<sup>32</sup>. Checks the indices as the method does.
+    #[inline(always)]
     pub(crate) fn of<I: GatherIndex>(
         call: &Call<'_, ndarray::ViewRepr<&()>, I>,
         plan: &mut Plan,
@@ -56,6 +57,7 @@ impl Tiny {
     }
 
     /// [`GatherPlan::apply`](crate::GatherPlan::apply) (`op`) for an input of the plan's shape.
+    #[inline(always)]
     pub(crate) fn apply<A: Clone, D: Dimension>(
         &self,
         op: &'static str,
@@ -76,6 +78,7 @@ impl Tiny {
     }
 
     /// [`GatherPlan::apply_into`](crate::GatherPlan::apply_into) (`op`) for an input and an output of the plan's shapes.
+    #[inline(always)]
     pub(crate) fn apply_into<A: Clone, D: Dimension, D2: Dimension>(
         &self,
         op: &'static str,
