@@ -9,7 +9,7 @@ use arbitrary::Arbitrary;
 use ndarray::{ArrayD, ArrayViewD, Axis, IxDyn, ShapeBuilder, Slice};
 use ndarray_gather::prelude::*;
 
-#[path = "../../tests/it/reference.rs"]
+#[path = "../../tests/it/support/reference.rs"]
 pub mod reference;
 
 #[derive(Debug, Clone, Copy, Arbitrary)]
