@@ -408,7 +408,7 @@ where
 }
 
 /// Converts a dynamic-rank result to the input's dimension type (same rank, by the plan).
-pub(crate) fn into_dim<A, D: Dimension>(op: &'static str, a: ArrayD<A>) -> Result<Array<A, D>, GatherError> {
+fn into_dim<A, D: Dimension>(op: &'static str, a: ArrayD<A>) -> Result<Array<A, D>, GatherError> {
     a.into_dimensionality::<D>()
         .map_err(|_| internal(op, "the output's rank is not the input's"))
 }

@@ -121,4 +121,5 @@ fn broadcast_self_and_broadcast_updates() {
     assert_eq!(g, array![[7, 2], [7, 1]]);
     let e = g.scatter(&array![0_i64], &array![1, 2, 3], 0, Add).unwrap_err();
     assert!(matches!(e, GatherError::UpdatesShape { .. }), "{e}");
+    assert_eq!(g, array![[7, 2], [7, 1]], "a refused scatter writes nothing");
 }
