@@ -5,15 +5,15 @@
 
 use std::fmt::Display;
 
-use ndarray::{Array, Array2, ArrayD, ArrayRef, Dimension, arr0, array};
+use ndarray::{Array, Array2, ArrayRef, Dimension, arr0, array};
 use ndarray_gather::prelude::*;
 
-fn show<A: Display, D: Dimension, I: Display, E: Dimension>(
+fn show<A: Display, D: Dimension, I: Display, E: Dimension, O: Dimension>(
     title: &str,
     input: &ArrayRef<A, D>,
     indices: &ArrayRef<I, E>,
     params: &str,
-    output: Result<ArrayD<A>, GatherError>,
+    output: Result<Array<A, O>, GatherError>,
 ) {
     println!("--- {title}");
     println!("input {:?}:\n{input}", input.shape());

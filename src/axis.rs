@@ -1,6 +1,8 @@
 //! Axis arguments: ndarray's [`Axis`] or a signed integer, negative counting from the end.
 
-use ndarray::Axis;
+use ndarray::{Axis, Dimension, IxDyn};
+
+use crate::rank::GatherRank;
 
 mod private {
     pub trait Sealed {}
@@ -110,17 +112,24 @@ impl AxisArg for u32 {
 /// let ids = array![1_i64];
 /// assert_eq!(a.take(&ids, None, IndexMode::Raise)?, array![2].into_dyn());
 /// assert_eq!(a.take(&ids, Some(-1), IndexMode::Raise)?, array![[2], [4]].into_dyn());
-/// assert_eq!(a.take(&ids, Axis(1), IndexMode::Raise)?, array![[2], [4]].into_dyn());
-/// assert_eq!(a.take(&ids, 0, IndexMode::Raise)?, array![[3, 4]].into_dyn());
+/// assert_eq!(a.take(&ids, Axis(1), IndexMode::Raise)?, array![[2], [4]]);
+/// assert_eq!(a.take(&ids, 0, IndexMode::Raise)?, array![[3, 4]]);
 /// # Ok::<(), GatherError>(())
 /// ```
 pub trait TakeAxis: Copy + private::Sealed {
+    /// The output's dimension type for an input of dimension type `D` and indices of `E`:
+    /// [`gather`](crate::GatherExt::gather)'s for an axis, `IxDyn` for an `Option` (whose
+    /// `None` gives the indices' rank, `Some` the gather's: the types cannot know which).
+    type Out<D: Dimension, E: GatherRank<D>>: Dimension;
+
     /// The axis as a signed number, `None` for the flattened input.
     #[doc(hidden)]
     fn take_axis(self) -> Option<isize>;
 }
 
 impl TakeAxis for Option<isize> {
+    type Out<D: Dimension, E: GatherRank<D>> = IxDyn;
+
     #[inline]
     fn take_axis(self) -> Option<isize> {
         self
@@ -128,6 +137,8 @@ impl TakeAxis for Option<isize> {
 }
 
 impl<T: AxisArg> TakeAxis for T {
+    type Out<D: Dimension, E: GatherRank<D>> = E::Out;
+
     #[inline]
     fn take_axis(self) -> Option<isize> {
         Some(self.signed())

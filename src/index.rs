@@ -20,8 +20,8 @@ mod private {
 /// use ndarray_gather::prelude::*;
 ///
 /// let a = array![10, 20, 30];
-/// assert_eq!(a.gather(&array![2_u32, 0], 0)?, array![30, 10].into_dyn());
-/// assert_eq!(a.gather(&array![-1_i64], 0)?, array![30].into_dyn());
+/// assert_eq!(a.gather(&array![2_u32, 0], 0)?, array![30, 10]);
+/// assert_eq!(a.gather(&array![-1_i64], 0)?, array![30]);
 /// # Ok::<(), GatherError>(())
 /// ```
 ///

@@ -6,7 +6,7 @@
 //!
 //! let table = array![[0.0, 0.1], [1.0, 1.1], [2.0, 2.1]];
 //! // ONNX Gather / numpy.take: rows by id.
-//! assert_eq!(table.gather(&array![2_i64, 0], 0)?, array![[2.0, 2.1], [0.0, 0.1]].into_dyn());
+//! assert_eq!(table.gather(&array![2_i64, 0], 0)?, array![[2.0, 2.1], [0.0, 0.1]]);
 //! // ONNX GatherElements / torch.gather: one element per index.
 //! assert_eq!(table.gather_elements(&array![[1_i64], [0]], 1)?, array![[0.1], [1.0]]);
 //! // The operator they all lower to.
@@ -75,12 +75,14 @@ mod call;
 mod error;
 mod ext;
 mod index;
+mod indices;
 mod kernel;
 mod layout;
 mod lower;
 mod plan;
 pub mod prelude;
 mod prepared;
+mod rank;
 pub mod reduce;
 mod small;
 
@@ -88,7 +90,9 @@ pub use axis::{AxisArg, TakeAxis};
 pub use error::GatherError;
 pub use ext::{GatherExt, ScatterExt};
 pub use index::{GatherIndex, IndexMode};
+pub use indices::IndexArray;
 pub use prepared::GatherPlan;
+pub use rank::GatherRank;
 pub use reduce::{Reducer, Reduction};
 
 #[cfg(doctest)]

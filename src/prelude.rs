@@ -2,6 +2,6 @@
 
 #[doc(no_inline)]
 pub use crate::{
-    AxisArg, GatherError, GatherExt, GatherIndex, GatherPlan, IndexMode, Reducer, Reduction, ScatterExt,
-    TakeAxis, reduce,
+    AxisArg, GatherError, GatherExt, GatherIndex, GatherPlan, GatherRank, IndexArray, IndexMode, Reducer,
+    Reduction, ScatterExt, TakeAxis, reduce,
 };

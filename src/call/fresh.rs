@@ -1,7 +1,7 @@
 //! Fresh outputs: uninitialized C-order storage, faulted in as huge pages when large,
 //! that the kernel fills.
 
-use ndarray::{ArrayD, IxDyn, ShapeBuilder};
+use ndarray::{Array, ArrayD, Dimension, IxDyn, ShapeBuilder};
 
 use crate::error::{GatherError, internal};
 use crate::layout::{checked_len, default_strides};
@@ -87,3 +87,11 @@ pub(crate) fn fault_in_huge_pages<A>(buf: &mut Vec<A>) {
 
 #[cfg(not(all(target_os = "linux", not(miri))))]
 pub(crate) fn fault_in_huge_pages<A>(_: &mut Vec<A>) {}
+
+/// A dynamic-rank result as the dimension type its method's types give it (of the same
+/// rank, by the plan).
+#[inline(always)]
+pub(crate) fn into_dim<A, D: Dimension>(op: &'static str, a: ArrayD<A>) -> Result<Array<A, D>, GatherError> {
+    a.into_dimensionality::<D>()
+        .map_err(|_| internal(op, "the output's rank is not the one its types give"))
+}

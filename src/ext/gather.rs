@@ -4,10 +4,12 @@ use ndarray::{Array, ArrayBase, ArrayD, ArrayRef, Data, Dimension};
 
 use super::private;
 use crate::axis::{AxisArg, TakeAxis};
-use crate::call::{Call, Raw};
-use crate::error::{GatherError, internal};
+use crate::call::{Call, Raw, into_dim};
+use crate::error::GatherError;
 use crate::index::{GatherIndex, IndexMode};
+use crate::indices::IndexArray;
 use crate::lower::{self, Lowering};
+use crate::rank::GatherRank;
 
 /// Gather methods for every ndarray array and view (`Array`, `ArrayView`, `ArcArray`,
 /// `CowArray`, `ArrayRef`, ...), whatever its memory layout.
@@ -76,7 +78,7 @@ where
     #[doc(alias = "gatherMultiaxis")]
     fn gather_multiaxis<I: GatherIndex, E: Dimension>(
         &self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axes: &[usize],
     ) -> Result<Array<A, D>, GatherError> {
         alloc_keeping_rank(
@@ -119,17 +121,19 @@ where
     /// ```
     fn gather_multiaxis_into<I: GatherIndex, E: Dimension>(
         &self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axes: &[usize],
         out: &mut ArrayRef<A, D>,
     ) -> Result<(), GatherError> {
-        let call = Call::multiaxis(
-            "gather_multiaxis_into",
-            Raw::of(self.array_ref()),
-            Raw::of(indices),
-            axes,
-        );
-        call.gather_into(out)
+        indices.with_ref("gather_multiaxis_into", |indices| {
+            let call = Call::multiaxis(
+                "gather_multiaxis_into",
+                Raw::of(self.array_ref()),
+                Raw::of(indices),
+                axes,
+            );
+            call.gather_into(out)
+        })
     }
 
     /// ONNX Gather (opsets 1, 11, 13) = numpy.take with an axis = tf.gather (batch_dims 0)
@@ -160,24 +164,25 @@ where
     /// use ndarray_gather::prelude::*;
     ///
     /// let a = array![[0, 1, 2], [10, 11, 12], [20, 21, 22], [30, 31, 32]];
-    /// assert_eq!(a.gather(&array![3_i64, 1], 0)?, array![[30, 31, 32], [10, 11, 12]].into_dyn());
+    /// assert_eq!(a.gather(&array![3_i64, 1], 0)?, array![[30, 31, 32], [10, 11, 12]]);
     /// assert_eq!(a.gather(&array![[0_i64, -1]], -1)?.shape(), &[4, 1, 2]);
-    /// assert_eq!(a.gather(&arr0(2_i64), 1)?, array![2, 12, 22, 32].into_dyn());
+    /// assert_eq!(a.gather(&arr0(2_i64), 1)?, array![2, 12, 22, 32]);
     /// # Ok::<(), GatherError>(())
     /// ```
     #[doc(alias = "Gather", alias = "index_select", alias = "tf.gather")]
-    fn gather<I: GatherIndex, E: Dimension>(
+    fn gather<I: GatherIndex, E: GatherRank<D>>(
         &self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
-    ) -> Result<ArrayD<A>, GatherError> {
-        alloc(
+    ) -> Result<Array<A, E::Out>, GatherError> {
+        let out = alloc(
             self.array_ref(),
             indices,
             "gather",
             &Lowering::gather(axis),
             IndexMode::Raise,
-        )
+        )?;
+        into_dim("gather", out)
     }
 
     /// ONNX GatherElements = torch.gather = CoreML gather_along_axis: one element per
@@ -216,7 +221,7 @@ where
     #[doc(alias = "GatherElements", alias = "gather_along_axis", alias = "torch.gather")]
     fn gather_elements<I: GatherIndex, E: Dimension>(
         &self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
     ) -> Result<Array<A, D>, GatherError> {
         alloc_keeping_rank(
@@ -264,7 +269,7 @@ where
     #[doc(alias = "GatherND", alias = "tf.gather_nd", alias = "gatherND")]
     fn gather_nd<I: GatherIndex, E: Dimension>(
         &self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         batch_dims: usize,
     ) -> Result<ArrayD<A>, GatherError> {
         alloc(
@@ -312,7 +317,7 @@ where
     #[doc(alias = "batch_gather", alias = "tosa.gather", alias = "batch_dims")]
     fn gather_batched<I: GatherIndex, E: Dimension>(
         &self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
         batch_dims: usize,
     ) -> Result<ArrayD<A>, GatherError> {
@@ -355,13 +360,14 @@ where
     /// # Ok::<(), GatherError>(())
     /// ```
     #[doc(alias = "torch.take", alias = "np.take")]
-    fn take<I: GatherIndex, E: Dimension>(
+    fn take<I: GatherIndex, E: GatherRank<D>, X: TakeAxis>(
         &self,
-        indices: &ArrayRef<I, E>,
-        axis: impl TakeAxis,
+        indices: impl IndexArray<I, E>,
+        axis: X,
         mode: IndexMode,
-    ) -> Result<ArrayD<A>, GatherError> {
-        alloc(self.array_ref(), indices, "take", &Lowering::take(axis), mode)
+    ) -> Result<Array<A, X::Out<D, E>>, GatherError> {
+        let out = alloc(self.array_ref(), indices, "take", &Lowering::take(axis), mode)?;
+        into_dim("take", out)
     }
 
     /// numpy.take_along_axis = torch.take_along_dim: same rank, one element per index
@@ -395,7 +401,7 @@ where
     #[doc(alias = "take_along_dim", alias = "np.take_along_axis")]
     fn take_along_axis<I: GatherIndex, E: Dimension>(
         &self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
     ) -> Result<Array<A, D>, GatherError> {
         alloc_keeping_rank(
@@ -407,12 +413,6 @@ where
     }
 }
 
-/// Converts a dynamic-rank result to the input's dimension type (same rank, by the plan).
-fn into_dim<A, D: Dimension>(op: &'static str, a: ArrayD<A>) -> Result<Array<A, D>, GatherError> {
-    a.into_dimensionality::<D>()
-        .map_err(|_| internal(op, "the output's rank is not the input's"))
-}
-
 super::for_every_array!(GatherExt, Data);
 
 /// An allocating gather: `lowering` of `input` and `indices`. (Inlined, as
@@ -421,12 +421,14 @@ super::for_every_array!(GatherExt, Data);
 #[inline(always)]
 fn alloc<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(
     input: &ArrayRef<A, D>,
-    indices: &ArrayRef<I, E>,
+    indices: impl IndexArray<I, E>,
     op: &'static str,
     lowering: &Lowering,
     mode: IndexMode,
 ) -> Result<ArrayD<A>, GatherError> {
-    lower::with_call(op, lowering, (input, indices), mode, |call| call.alloc())
+    indices.with_ref(op, |indices| {
+        lower::with_call(op, lowering, (input, indices), mode, |call| call.alloc())
+    })
 }
 
 /// [`alloc`] for the methods whose output has the input's rank, as the input's dimension
@@ -434,7 +436,7 @@ fn alloc<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(
 #[inline(always)]
 fn alloc_keeping_rank<A: Clone + Send + Sync, D: Dimension, I: GatherIndex, E: Dimension>(
     input: &ArrayRef<A, D>,
-    indices: &ArrayRef<I, E>,
+    indices: impl IndexArray<I, E>,
     op: &'static str,
     lowering: &Lowering,
 ) -> Result<Array<A, D>, GatherError> {

@@ -7,6 +7,7 @@ use crate::axis::AxisArg;
 use crate::call::{Fit, Raw};
 use crate::error::GatherError;
 use crate::index::{GatherIndex, IndexMode};
+use crate::indices::IndexArray;
 use crate::lower::Lowering;
 use crate::reduce::{Reducer, Replace};
 
@@ -79,7 +80,7 @@ where
     /// ```
     fn scatter_multiaxis<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
         &mut self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axes: &[usize],
         updates: &ArrayRef<A, E2>,
         reducer: R,
@@ -119,7 +120,7 @@ where
     )]
     fn scatter<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
         &mut self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         updates: &ArrayRef<A, E2>,
         axis: impl AxisArg,
         reducer: R,
@@ -161,7 +162,7 @@ where
     )]
     fn scatter_elements<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
         &mut self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         updates: &ArrayRef<A, E2>,
         axis: impl AxisArg,
         reducer: R,
@@ -198,7 +199,7 @@ where
     )]
     fn scatter_nd<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
         &mut self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         updates: &ArrayRef<A, E2>,
         batch_dims: usize,
         reducer: R,
@@ -230,7 +231,7 @@ where
     #[doc(alias = "np.put_along_axis")]
     fn put_along_axis<I: GatherIndex, E: Dimension, E2: Dimension>(
         &mut self,
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         values: &ArrayRef<A, E2>,
         axis: impl AxisArg,
     ) -> Result<(), GatherError> {
@@ -247,7 +248,7 @@ super::for_every_array!(ScatterExt, DataMut);
 #[inline(always)]
 fn scatter_with<A, D, I, E, E2, R>(
     dest: &mut ArrayRef<A, D>,
-    (indices, updates): (&ArrayRef<I, E>, &ArrayRef<A, E2>),
+    (indices, updates): (impl IndexArray<I, E>, &ArrayRef<A, E2>),
     (op, lowering, fit): (&'static str, Lowering, Fit),
     reducer: R,
 ) -> Result<(), GatherError>
@@ -259,11 +260,13 @@ where
     E2: Dimension,
     R: Reducer<A>,
 {
-    let zero = [I::ZERO];
-    let views = (Raw::of_mut(dest), Raw::of(indices));
-    // (By reference: moving a call costs S4 a copy of its few hundred bytes.)
-    match lowering.call(op, None, views, &zero, IndexMode::Raise) {
-        Ok(ref mut call) => call.scatter(updates, fit, reducer),
-        Err(e) => Err(e),
-    }
+    indices.with_ref(op, |indices| {
+        let zero = [I::ZERO];
+        let views = (Raw::of_mut(dest), Raw::of(indices));
+        // (By reference: moving a call costs S4 a copy of its few hundred bytes.)
+        match lowering.call(op, None, views, &zero, IndexMode::Raise) {
+            Ok(ref mut call) => call.scatter(updates, fit, reducer),
+            Err(e) => Err(e),
+        }
+    })
 }

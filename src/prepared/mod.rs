@@ -20,15 +20,18 @@ mod standard;
 mod tests;
 mod tiny;
 
-use ndarray::{ArrayD, ArrayRef, Dimension};
+use std::marker::PhantomData;
+
+use ndarray::{Array, ArrayD, ArrayRef, Dimension, IxDyn};
 
 use self::positions::{Positions, broadcast_positions, resolved};
 use self::standard::{Lowered, fold_runs, standard};
 use self::tiny::Tiny;
 use crate::axis::{AxisArg, TakeAxis};
-use crate::call::fresh;
+use crate::call::{fresh, into_dim};
 use crate::error::GatherError;
 use crate::index::{GatherIndex, IndexMode};
+use crate::indices::IndexArray;
 use crate::kernel::Store;
 use crate::layout::{checked_len, same};
 use crate::lower::{self, Lowering};
@@ -58,8 +61,17 @@ use crate::small::Small;
 /// are copied a run at a time, as blocks. A plan of at most 64 output elements (with
 /// indices in standard layout) keeps instead the input offset of each output element
 /// (`u32`, at most 256 bytes), so that a small lookup is one plain loop, and building it
-/// costs about one gather call. A plan has no lifetime and no type parameter: it is
-/// `Clone + Debug + Send + Sync`, and one plan can serve many threads.
+/// costs about one gather call. A plan has no lifetime: it is `Clone + Debug + Send +
+/// Sync`, and one plan can serve many threads.
+///
+/// # The output's type
+/// The type parameter is the outputs' dimension type. Plans of the methods that keep the
+/// rank ([`multiaxis`](GatherPlan::multiaxis), [`gather_elements`](GatherPlan::gather_elements),
+/// [`take_along_axis`](GatherPlan::take_along_axis)) have their indices' (a `GatherPlan<Ix2>`
+/// from 2-D indices applies to an `Array2` and returns one); the others, whose output rank
+/// depends on the input shape (a slice) or on `batch_dims`, are `GatherPlan` =
+/// `GatherPlan<IxDyn>` and return `ArrayD` (`.into_dimensionality()?` types it).
+/// [`into_dyn`](GatherPlan::into_dyn) makes any plan a `GatherPlan`.
 ///
 /// A plan is also how to gather into an existing output with any of the wrappers:
 /// [`apply_into`](GatherPlan::apply_into).
@@ -73,7 +85,7 @@ use crate::small::Small;
 /// let plan = GatherPlan::gather(&[4, 2], &ids, 0)?; // indices checked here, once
 /// assert_eq!(plan.output_shape(), &[3, 2]);
 /// let table = array![[0.0, 0.1], [1.0, 1.1], [2.0, 2.1], [3.0, 3.1]];
-/// assert_eq!(plan.apply(&table)?, table.gather(&ids, 0)?);
+/// assert_eq!(plan.apply(&table)?, table.gather(&ids, 0)?.into_dyn()); // (a typed Array2)
 /// // Any input of the same shape, any element type, into a reused output.
 /// let mut out = Array2::zeros((3, 2));
 /// plan.apply_into(&array![[0, 1], [10, 11], [20, 21], [30, 31]], &mut out)?;
@@ -83,10 +95,12 @@ use crate::small::Small;
 /// # Ok::<(), GatherError>(())
 /// ```
 #[derive(Debug, Clone)]
-pub struct GatherPlan {
+pub struct GatherPlan<O: Dimension = IxDyn> {
     input_shape: Small<usize>,
     output_shape: Small<usize>,
     how: How,
+    /// The outputs' dimension type.
+    out: PhantomData<fn() -> O>,
 }
 
 /// How a plan gathers.
@@ -118,14 +132,14 @@ impl GatherPlan {
     /// let points = array![[[[2_i64, 1]], [[0, 0]]]]; // [1, 2, 1, 2]: two (x, y) pairs
     /// let plan = GatherPlan::multiaxis(&[1, 2, 3, 2], &points, &[2, 1])?;
     /// let img = Array::from_shape_fn((1, 2, 3, 2), |(_, y, x, c)| 100 * y + 10 * x + c);
-    /// assert_eq!(plan.apply(&img)?, array![[[[120, 121]], [[0, 1]]]].into_dyn());
+    /// assert_eq!(plan.apply(&img)?, array![[[[120, 121]], [[0, 1]]]]);
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn multiaxis<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axes: &[usize],
-    ) -> Result<GatherPlan, GatherError> {
+    ) -> Result<GatherPlan<E>, GatherError> {
         let lowering = Lowering::multiaxis(axes);
         Self::new(
             "GatherPlan::multiaxis",
@@ -160,7 +174,7 @@ impl GatherPlan {
     /// ```
     pub fn gather<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
     ) -> Result<GatherPlan, GatherError> {
         let lowering = Lowering::gather(axis);
@@ -186,14 +200,14 @@ impl GatherPlan {
     /// use ndarray_gather::prelude::*;
     ///
     /// let plan = GatherPlan::gather_elements(&[2, 3], &array![[2_i32, 0], [-1, 1]], 1)?;
-    /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3, 1], [6, 5]].into_dyn());
+    /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3, 1], [6, 5]]);
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn gather_elements<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
-    ) -> Result<GatherPlan, GatherError> {
+    ) -> Result<GatherPlan<E>, GatherError> {
         let lowering = Lowering::elements(axis);
         Self::new(
             "GatherPlan::gather_elements",
@@ -226,7 +240,7 @@ impl GatherPlan {
     /// ```
     pub fn gather_nd<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         batch_dims: usize,
     ) -> Result<GatherPlan, GatherError> {
         Self::new(
@@ -256,7 +270,7 @@ impl GatherPlan {
     /// ```
     pub fn gather_batched<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
         batch_dims: usize,
     ) -> Result<GatherPlan, GatherError> {
@@ -287,7 +301,7 @@ impl GatherPlan {
     /// ```
     pub fn take<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axis: impl TakeAxis,
         mode: IndexMode,
     ) -> Result<GatherPlan, GatherError> {
@@ -308,14 +322,14 @@ impl GatherPlan {
     ///
     /// // The indices broadcast over the rows; the plan stores them once.
     /// let plan = GatherPlan::take_along_axis(&[2, 3], &array![[2_u32, 0]], 1)?;
-    /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3, 1], [6, 4]].into_dyn());
+    /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3, 1], [6, 4]]);
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn take_along_axis<I: GatherIndex, E: Dimension>(
         input_shape: &[usize],
-        indices: &ArrayRef<I, E>,
+        indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
-    ) -> Result<GatherPlan, GatherError> {
+    ) -> Result<GatherPlan<E>, GatherError> {
         let lowering = Lowering::along_axis(axis);
         Self::new(
             "GatherPlan::take_along_axis",
@@ -326,6 +340,78 @@ impl GatherPlan {
         )
     }
 
+    /// Lowers the gather over a stand-in input of the shape, checks and resolves the
+    /// indices: into input offsets for a tiny output, else into positions, with which the
+    /// gather is lowered once more for standard-layout inputs.
+    fn new<I: GatherIndex, E: Dimension, O: Dimension>(
+        op: &'static str,
+        lowering: Lowering,
+        input_shape: &[usize],
+        indices: impl IndexArray<I, E>,
+        mode: IndexMode,
+    ) -> Result<GatherPlan<O>, GatherError> {
+        indices.with_ref(op, |indices| {
+            Self::build(op, lowering, input_shape, indices, mode)
+        })
+    }
+
+    /// [`new`](Self::new) for indices as ndarray's reference type.
+    fn build<I: GatherIndex, E: Dimension, O: Dimension>(
+        op: &'static str,
+        lowering: Lowering,
+        input_shape: &[usize],
+        indices: &ArrayRef<I, E>,
+        mode: IndexMode,
+    ) -> Result<GatherPlan<O>, GatherError> {
+        // Zero-sized elements stand in for the input: any shape in C order without
+        // memory, made without ndarray (whose view took a tenth of W7's plan build).
+        let stand_in = (input_shape, indices);
+        let (output_shape, found) = lower::with_stand_in(op, &lowering, stand_in, mode, |call| {
+            let mut plan = call.empty_plan();
+            call.plan(&mut plan, 1)?;
+            let output_shape = call.final_shape(&plan.out_shape);
+            if let Some(tiny) = Tiny::of(call, &mut plan, &output_shape)? {
+                return Ok((output_shape, Found::Tiny(tiny)));
+            }
+            let longest = plan.axes.iter().map(|t| t.len).max().unwrap_or(0);
+            let shape = indices.shape();
+            let positions = if longest <= 1 << 16 {
+                Positions::U16(resolved(op, call, &plan, shape)?)
+            } else if longest <= 1 << 32 {
+                Positions::U32(resolved(op, call, &plan, shape)?)
+            } else {
+                Positions::Wide(resolved(op, call, &plan, shape)?)
+            };
+            Ok((output_shape, Found::Positions(positions)))
+        })?;
+        let how = match found {
+            Found::Tiny(tiny) => How::Tiny(tiny),
+            Found::Positions(positions) => {
+                let indices_shape = indices.shape().to_vec();
+                // The same gather over the stand-in, with the positions as indices.
+                let standard = with_positions!(&positions, p => {
+                    let p_full = broadcast_positions(op, &indices_shape, p)?;
+                    let standard = lower::with_stand_in(op, &lowering, (input_shape, &p_full), IndexMode::Raise, standard)?;
+                    fold_runs(standard, p)
+                });
+                How::Lowered(Box::new(Lowered {
+                    lowering,
+                    indices_shape,
+                    positions,
+                    standard,
+                }))
+            }
+        };
+        Ok(GatherPlan {
+            input_shape: Small::from(input_shape),
+            output_shape,
+            how,
+            out: PhantomData,
+        })
+    }
+}
+
+impl<O: Dimension> GatherPlan<O> {
     /// The shape of the inputs this plan gathers from.
     ///
     /// ```
@@ -370,14 +456,26 @@ impl GatherPlan {
     /// let plan = GatherPlan::gather_elements(&[2, 2], &array![[1_i64, 1], [0, 1]], 0)?;
     /// // A Fortran-order input gives the same result as a C-order one.
     /// let f = Array2::from_shape_vec((2, 2).f(), vec![1, 3, 2, 4]).unwrap();
-    /// assert_eq!(plan.apply(&f)?, array![[3, 4], [1, 4]].into_dyn());
+    /// assert_eq!(plan.apply(&f)?, array![[3, 4], [1, 4]]);
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn apply<A: Clone + Send + Sync, D: Dimension>(
         &self,
         input: &ArrayRef<A, D>,
+    ) -> Result<Array<A, O>, GatherError> {
+        const OP: &str = "GatherPlan::apply";
+        into_dim(OP, self.apply_dyn(OP, input)?)
+    }
+
+    /// [`apply`](Self::apply) with a dynamic-rank result.
+    #[inline(always)]
+    fn apply_dyn<A: Clone + Send + Sync, D: Dimension>(
+        &self,
+        op: &'static str,
+        input: &ArrayRef<A, D>,
     ) -> Result<ArrayD<A>, GatherError> {
         const OP: &str = "GatherPlan::apply";
+        debug_assert_eq!(op, OP);
         self.check_input(OP, input)?;
         let lowered = match &self.how {
             How::Tiny(tiny) => return tiny.apply(OP, input),
@@ -449,60 +547,28 @@ impl GatherPlan {
         with_positions!(&lowered.positions, p => lowered.call(OP, input, p, |call| call.gather_into(out)))
     }
 
-    /// Lowers the gather over a stand-in input of the shape, checks and resolves the
-    /// indices: into input offsets for a tiny output, else into positions, with which the
-    /// gather is lowered once more for standard-layout inputs.
-    fn new<I: GatherIndex, E: Dimension>(
-        op: &'static str,
-        lowering: Lowering,
-        input_shape: &[usize],
-        indices: &ArrayRef<I, E>,
-        mode: IndexMode,
-    ) -> Result<GatherPlan, GatherError> {
-        // Zero-sized elements stand in for the input: any shape in C order without
-        // memory, made without ndarray (whose view took a tenth of W7's plan build).
-        let stand_in = (input_shape, indices);
-        let (output_shape, found) = lower::with_stand_in(op, &lowering, stand_in, mode, |call| {
-            let mut plan = call.empty_plan();
-            call.plan(&mut plan, 1)?;
-            let output_shape = call.final_shape(&plan.out_shape);
-            if let Some(tiny) = Tiny::of(call, &mut plan, &output_shape)? {
-                return Ok((output_shape, Found::Tiny(tiny)));
-            }
-            let longest = plan.axes.iter().map(|t| t.len).max().unwrap_or(0);
-            let shape = indices.shape();
-            let positions = if longest <= 1 << 16 {
-                Positions::U16(resolved(op, call, &plan, shape)?)
-            } else if longest <= 1 << 32 {
-                Positions::U32(resolved(op, call, &plan, shape)?)
-            } else {
-                Positions::Wide(resolved(op, call, &plan, shape)?)
-            };
-            Ok((output_shape, Found::Positions(positions)))
-        })?;
-        let how = match found {
-            Found::Tiny(tiny) => How::Tiny(tiny),
-            Found::Positions(positions) => {
-                let indices_shape = indices.shape().to_vec();
-                // The same gather over the stand-in, with the positions as indices.
-                let standard = with_positions!(&positions, p => {
-                    let p_full = broadcast_positions(op, &indices_shape, p)?;
-                    let standard = lower::with_stand_in(op, &lowering, (input_shape, &p_full), IndexMode::Raise, standard)?;
-                    fold_runs(standard, p)
-                });
-                How::Lowered(Box::new(Lowered {
-                    lowering,
-                    indices_shape,
-                    positions,
-                    standard,
-                }))
-            }
-        };
-        Ok(GatherPlan {
-            input_shape: Small::from(input_shape),
-            output_shape,
-            how,
-        })
+    /// The same plan with a dynamic-rank output (`GatherPlan`, so that plans of different
+    /// methods fit one collection).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plans: Vec<GatherPlan> = vec![
+    ///     GatherPlan::gather(&[3, 2], &array![2_i64], 0)?,
+    ///     GatherPlan::gather_elements(&[3, 2], &array![[2_i64, 0]], 0)?.into_dyn(),
+    /// ];
+    /// let x = array![[0, 1], [10, 11], [20, 21]];
+    /// assert_eq!(plans[1].apply(&x)?, array![[20, 1]].into_dyn());
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn into_dyn(self) -> GatherPlan {
+        GatherPlan {
+            input_shape: self.input_shape,
+            output_shape: self.output_shape,
+            how: self.how,
+            out: PhantomData,
+        }
     }
 
     /// Whether `input` has the plan's shape.

@@ -3,7 +3,7 @@ use ndarray::{Array2, Axis, array};
 use super::*;
 
 /// A tiny plan's gather, if it is one.
-fn tiny(plan: &GatherPlan) -> Option<&Tiny> {
+fn tiny<O: Dimension>(plan: &GatherPlan<O>) -> Option<&Tiny> {
     match &plan.how {
         How::Tiny(t) => Some(t),
         How::Lowered(_) => None,
@@ -11,7 +11,7 @@ fn tiny(plan: &GatherPlan) -> Option<&Tiny> {
 }
 
 /// A lowered plan's positions and loops.
-fn lowered(plan: &GatherPlan) -> &Lowered {
+fn lowered<O: Dimension>(plan: &GatherPlan<O>) -> &Lowered {
     match &plan.how {
         How::Lowered(l) => l,
         How::Tiny(t) => panic!("a tiny plan: {t:?}"),
@@ -20,7 +20,9 @@ fn lowered(plan: &GatherPlan) -> &Lowered {
 
 #[test]
 fn tiny_plans_keep_offsets() {
-    let offsets = |plan: &GatherPlan| tiny(plan).map(|t| t.offsets.to_vec());
+    fn offsets<O: Dimension>(plan: &GatherPlan<O>) -> Option<Vec<u32>> {
+        tiny(plan).map(|t| t.offsets.to_vec())
+    }
     // W7: rows 3 and 1 of a [4, 3] table.
     let plan = GatherPlan::gather(&[4, 3], &array![3_i64, 1], 0).unwrap();
     assert_eq!(offsets(&plan), Some(vec![9, 10, 11, 3, 4, 5]));

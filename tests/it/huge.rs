@@ -15,7 +15,7 @@ fn gathers_the_last_elements_of_a_u8_input_above_4_gib() {
     data[(1 << 32) + 1] = 42;
     let a = Array1::from(data);
     let idx = array![-1_i64, (n - 2) as i64, ((1u64 << 32) + 1) as i64, 0];
-    assert_eq!(a.gather(&idx, 0).unwrap(), array![200u8, 201, 42, 0].into_dyn());
+    assert_eq!(a.gather(&idx, 0).unwrap(), array![200u8, 201, 42, 0]);
     assert_eq!(
         a.take(&array![u64::MAX], None, IndexMode::Wrap).unwrap()[[0]],
         a[(u64::MAX % n as u64) as usize]

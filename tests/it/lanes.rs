@@ -163,11 +163,15 @@ fn long_rows_of_short_blocks_match_the_reference() {
         let ids = ndarray::Array1::from_shape_fn(n, |k| ((k * 7919) % 97) as i64 - 40);
         let want =
             reference::gather(&table.view().into_dyn(), &ids.view().into_dyn(), 0, Mode::Raise).unwrap();
-        assert_eq!(table.gather(&ids, 0).unwrap(), want, "width {width}");
+        assert_eq!(table.gather(&ids, 0).unwrap().into_dyn(), want, "width {width}");
         // Started mid-row (a range of the parallel split) and through a sliced input.
         let view = table.slice(ndarray::s![.., ..;2]);
         let want = reference::gather(&view.into_dyn(), &ids.view().into_dyn(), 0, Mode::Raise).unwrap();
-        assert_eq!(view.gather(&ids, 0).unwrap(), want, "width {width} sliced");
+        assert_eq!(
+            view.gather(&ids, 0).unwrap().into_dyn(),
+            want,
+            "width {width} sliced"
+        );
     }
     // (x, y) points per image, W8's layout.
     let x = ndarray::Array4::from_shape_fn((2, 9, 11, 16), |(b, h, w, c)| {
@@ -233,7 +237,7 @@ fn fresh_outputs_above_4_mib_match_the_reference() {
     // in by the gather's own writes wherever the allocation starts.
     let ids = ndarray::Array1::from_shape_fn(rows, |k| ((k * 7919) % 301) as i64 - 150);
     let want = reference::gather(&table.view().into_dyn(), &ids.view().into_dyn(), 0, Mode::Raise).unwrap();
-    assert_eq!(table.gather(&ids, 0).unwrap(), want);
+    assert_eq!(table.gather(&ids, 0).unwrap().into_dyn(), want);
     let plan = GatherPlan::gather(table.shape(), &ids, 0).unwrap();
     assert_eq!(plan.apply(&table).unwrap(), want);
     let mut bad = ids.clone();
@@ -263,7 +267,7 @@ fn streamed_block_copies_match_ndarrays_select() {
         // (ndarray's own `select`: the reference is slow on 16 MiB in a debug build.)
         let rows_picked: Vec<usize> = ids.iter().map(|&i| i.rem_euclid(301) as usize).collect();
         let want = table.select(ndarray::Axis(0), &rows_picked).into_dyn();
-        assert_eq!(table.gather(&ids, 0).unwrap(), want, "fresh");
+        assert_eq!(table.gather(&ids, 0).unwrap().into_dyn(), want, "fresh");
         let plan = GatherPlan::gather(table.shape(), &ids, 0).unwrap();
         let mut out = Array2::from_elem((rows, width), old.clone());
         plan.apply_into(&table, &mut out).unwrap();

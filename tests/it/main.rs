@@ -5,6 +5,7 @@ mod bounds;
 mod docs;
 mod errors;
 mod fixtures;
+mod habits;
 mod huge;
 mod lanes;
 mod orders;

@@ -64,13 +64,13 @@ fn one_plan_serves_many_threads_and_element_types() {
             let ids = &ids;
             s.spawn(move || {
                 let x = Array2::from_shape_fn((5, 3), |(i, j)| t * 100 + i * 3 + j);
-                assert_eq!(plan.apply(&x).unwrap(), x.gather(ids, 0).unwrap());
+                assert_eq!(plan.apply(&x).unwrap(), x.gather(ids, 0).unwrap().into_dyn());
             });
         }
     });
     // Strings (drop glue) through both paths: fresh and assigned output.
     let strings = Array2::from_shape_fn((5, 3), |(i, j)| format!("{i}{j}"));
-    let expected = strings.gather(&ids, 0).unwrap();
+    let expected = strings.gather(&ids, 0).unwrap().into_dyn();
     assert_eq!(plan.apply(&strings).unwrap(), expected);
     let mut out = ndarray::ArrayD::from_elem(expected.raw_dim(), String::from("old"));
     plan.apply_into(&strings, &mut out).unwrap();
@@ -190,7 +190,7 @@ fn runs_of_consecutive_indices() {
         let got = input.take_along_axis(ids, 1);
         if cfg!(miri) {
             let plan = GatherPlan::take_along_axis(input.shape(), ids, 1).unwrap();
-            assert_eq!(plan.apply(&input).unwrap(), got.unwrap(), "{name}");
+            assert_eq!(plan.apply(&input).unwrap().into_dyn(), got.unwrap(), "{name}");
             continue;
         }
         let plan = GatherPlan::take_along_axis(input.shape(), ids, 1);
@@ -225,7 +225,7 @@ fn tiny_plans() {
     assert!(odd.is_standard_layout());
     let c = odd.to_owned();
     let ids = array![[3_i64], [-4]];
-    let expected = c.gather(&ids, 0).unwrap();
+    let expected = c.gather(&ids, 0).unwrap().into_dyn();
     assert_eq!(expected.shape(), &[2, 1, 1, 3]);
     let plan = GatherPlan::gather(&[4, 1, 3], &ids, 0).unwrap();
     assert_eq!(plan.apply(&odd).unwrap(), expected);
@@ -246,12 +246,15 @@ fn tiny_plans() {
     let mut rev = c.clone();
     rev.invert_axis(ndarray::Axis(0));
     let rev_std = rev.as_standard_layout().to_owned();
-    assert_eq!(plan.apply(&rev).unwrap(), rev_std.gather(&ids, 0).unwrap());
+    assert_eq!(
+        plan.apply(&rev).unwrap(),
+        rev_std.gather(&ids, 0).unwrap().into_dyn()
+    );
 
     // Empty outputs.
     let none = ndarray::Array1::<i64>::zeros(0);
     let plan = GatherPlan::gather(&[4, 1, 3], &none, 0).unwrap();
-    assert_eq!(plan.apply(&c).unwrap(), c.gather(&none, 0).unwrap());
+    assert_eq!(plan.apply(&c).unwrap(), c.gather(&none, 0).unwrap().into_dyn());
     let mut empty = ArrayD::<i32>::zeros(plan.output_shape());
     plan.apply_into(&c, &mut empty).unwrap();
     assert_eq!(empty.shape(), &[0, 1, 3]);
@@ -269,7 +272,7 @@ fn tiny_plans() {
     // Strings through both paths.
     let strings = Array::from_shape_fn((4, 1, 3), |(i, _, j)| format!("{i}.{j}"));
     let plan = GatherPlan::gather(&[4, 1, 3], &ids, 0).unwrap();
-    let expected = strings.gather(&ids, 0).unwrap();
+    let expected = strings.gather(&ids, 0).unwrap().into_dyn();
     assert_eq!(plan.apply(&strings).unwrap(), expected);
     let mut out = ArrayD::from_elem(expected.raw_dim(), String::from("old"));
     plan.apply_into(&strings, &mut out).unwrap();

@@ -97,7 +97,7 @@ fn take_forced_1d_reads_the_flattened_input() {
 #[test]
 fn gather_blocks_example_1_axis_0() {
     let out = table().gather(&array![3_i64, 1], 0).unwrap();
-    assert_eq!(out, array![[30, 31, 32], [10, 11, 12]].into_dyn());
+    assert_eq!(out, array![[30, 31, 32], [10, 11, 12]]);
 }
 
 #[test]
@@ -109,7 +109,7 @@ fn gather_blocks_example_2_axis_1() {
         [22, 21, 20, 21, 22],
         [32, 31, 30, 31, 32]
     ];
-    assert_eq!(out, expected.into_dyn());
+    assert_eq!(out, expected);
 }
 
 #[test]
@@ -121,13 +121,13 @@ fn gather_blocks_example_3_2d_indices_axis_1() {
         [[20, 21], [21, 22]],
         [[30, 31], [31, 32]]
     ];
-    assert_eq!(out, expected.into_dyn());
+    assert_eq!(out, expected);
 }
 
 #[test]
 fn gather_numpy_scalar_index() {
     let out = array![[1, 2], [3, 4]].gather(&arr0(1_i64), 0).unwrap();
-    assert_eq!(out, array![3, 4].into_dyn());
+    assert_eq!(out, array![3, 4]);
 }
 
 #[test]
@@ -136,7 +136,7 @@ fn gather_numpy_vector_indices() {
     // is the output of the next example. numpy.take gives [[3, 4], [1, 2]], as the seed's
     // own table says.
     let out = array![[1, 2], [3, 4]].gather(&array![1_i64, 0], 0).unwrap();
-    assert_eq!(out, array![[3, 4], [1, 2]].into_dyn());
+    assert_eq!(out, array![[3, 4], [1, 2]]);
 }
 
 #[test]
@@ -144,7 +144,7 @@ fn gather_numpy_matrix_indices() {
     let out = array![[1, 2], [3, 4]]
         .gather(&array![[1_i64, 0], [0, 1]], 0)
         .unwrap();
-    assert_eq!(out, array![[[3, 4], [1, 2]], [[1, 2], [3, 4]]].into_dyn());
+    assert_eq!(out, array![[[3, 4], [1, 2]], [[1, 2], [3, 4]]]);
 }
 
 #[test]
@@ -215,7 +215,7 @@ fn onnx_gather_0() {
     assert_eq!(out.shape(), &[3, 4, 3, 2]);
     assert_eq!(
         out.index_axis(ndarray::Axis(0), 2),
-        data.index_axis(ndarray::Axis(0), 3).into_dyn()
+        data.index_axis(ndarray::Axis(0), 3)
     );
 }
 
@@ -224,10 +224,7 @@ fn onnx_gather_2d_indices() {
     // ONNX gather_2d_indices: data [3,3], indices [[0, 2]], axis 1 -> [3, 1, 2].
     let data = array![[1.0_f32, 1.2, 1.9], [2.3, 3.4, 3.9], [4.5, 5.7, 5.9]];
     let out = data.gather(&array![[0_i64, 2]], 1).unwrap();
-    assert_eq!(
-        out,
-        array![[[1.0_f32, 1.9]], [[2.3, 3.9]], [[4.5, 5.9]]].into_dyn()
-    );
+    assert_eq!(out, array![[[1.0_f32, 1.9]], [[2.3, 3.9]], [[4.5, 5.9]]]);
 }
 
 #[test]

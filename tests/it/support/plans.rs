@@ -17,15 +17,16 @@ pub fn same_error(plan: &GatherError, method: &GatherError) -> bool {
 /// `plan` (built for `input`'s shape) fails exactly as the method did (`got`), or gathers
 /// exactly what it gathered: from `input`, and from the same values in every layout, with
 /// `apply` and with `apply_into` into an `out` of another layout.
-pub fn agrees<A>(
-    plan: Result<GatherPlan, GatherError>,
+pub fn agrees<A, O: ndarray::Dimension>(
+    plan: Result<GatherPlan<O>, GatherError>,
     input: &ArrayViewD<A>,
     got: &Result<ArrayD<A>, GatherError>,
 ) -> Result<(), String>
 where
     A: Clone + Send + Sync + PartialEq + std::fmt::Debug,
 {
-    let (plan, expected) = match (plan, got) {
+    // (A typed plan's outputs are its dynamic twin's, typed: tests/it/plans.rs.)
+    let (plan, expected) = match (plan.map(GatherPlan::into_dyn), got) {
         (Err(p), Err(g)) if same_error(&p, g) => return Ok(()),
         (Ok(plan), Ok(expected)) => (plan, expected),
         (p, g) => return Err(format!("plan {p:?} but method {g:?}")),

@@ -1,0 +1,159 @@
+//! A Rust user's habits: indices in any form `AsArray` takes, outputs typed wherever the
+//! types know the rank.
+
+use ndarray::{
+    Array, Array1, Array2, Array3, Array4, ArrayD, ArrayView1, Ix0, Ix1, Ix2, Ix3, IxDyn, arr0, array,
+};
+use ndarray_gather::prelude::*;
+use ndarray_gather::reduce::Add;
+
+fn table() -> Array2<i32> {
+    Array::from_shape_fn((4, 3), |(i, j)| (10 * i + j) as i32)
+}
+
+#[test]
+fn indices_come_from_slices_vecs_arrays_and_views() {
+    let x = table();
+    let want = x.gather(&array![3_i64, -4], 0).unwrap();
+    let v: Vec<i64> = vec![3, -4];
+    let a: [i64; 2] = [3, -4];
+    let view = ArrayView1::from(&v[..]);
+    let by_ref: &ndarray::ArrayRef<i64, Ix1> = &view;
+    let forms = [
+        x.gather(&v, 0).unwrap(),
+        x.gather(&v[..], 0).unwrap(),
+        x.gather(&a, 0).unwrap(),
+        x.gather(view, 0).unwrap(),
+        x.gather(&view, 0).unwrap(),
+        x.gather(by_ref, 0).unwrap(),
+        x.gather(&array![3_i64, -4].into_shared(), 0).unwrap(),
+    ];
+    for (k, got) in forms.iter().enumerate() {
+        assert_eq!(got, want, "form {k}");
+    }
+    // Unsigned and 32-bit slices; a literal slice's integers default to i32.
+    assert_eq!(
+        x.gather(&[3_usize, 0][..], 0).unwrap(),
+        x.gather(&array![3_i64, 0], 0).unwrap()
+    );
+    assert_eq!(
+        x.gather(&[3, 0], 0).unwrap(),
+        x.gather(&array![3_i32, 0], 0).unwrap()
+    );
+    // 2-D nested arrays are 2-D indices.
+    let nested = [[2_i64, 0, 1]];
+    assert_eq!(
+        x.gather_elements(&nested, 0).unwrap(),
+        x.gather_elements(&array![[2_i64, 0, 1]], 0).unwrap()
+    );
+    assert_eq!(x.gather_elements(&nested[..], 0).unwrap(), array![[20, 1, 12]]);
+    // A bad index in a Vec is named as in an array.
+    let e = x.gather(&vec![0_i64, 4], 0).unwrap_err();
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { index: 4, ref position, .. } if position == &[1]),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_method_scatter_and_plan_takes_a_vec() {
+    let x = table();
+    let ids = vec![2_i64, 0];
+    let arr = Array1::from(ids.clone());
+    assert_eq!(x.gather(&ids, 1).unwrap(), x.gather(&arr, 1).unwrap());
+    assert_eq!(
+        x.take(&ids, None, IndexMode::Raise).unwrap(),
+        array![2, 0].into_dyn()
+    );
+    assert_eq!(
+        x.gather_batched(&ids, 1, 0).unwrap(),
+        x.gather_batched(&arr, 1, 0).unwrap()
+    );
+    let flat = x.iter().copied().collect::<Vec<_>>();
+    assert_eq!(
+        Array1::from(flat).gather_multiaxis(&ids, &[0]).unwrap(),
+        array![2, 0]
+    );
+    assert_eq!(
+        GatherPlan::gather(x.shape(), &ids, 0).unwrap().apply(&x).unwrap(),
+        x.gather(&arr, 0).unwrap().into_dyn()
+    );
+    assert_eq!(
+        GatherPlan::take(x.shape(), &ids[..], None, IndexMode::Raise)
+            .unwrap()
+            .output_shape(),
+        &[2]
+    );
+    let mut a = Array1::<f64>::zeros(3);
+    a.scatter(&ids, &array![1.0, 2.0], 0, Add).unwrap();
+    a.scatter_elements(&[2_i64, 2][..], &array![1.0, 1.0], 0, Add)
+        .unwrap();
+    a.put_along_axis(&[1_u32], &array![7.0], 0).unwrap();
+    a.scatter_nd(&[[0_i64]], &array![1.0], 0, Add).unwrap();
+    assert_eq!(a, array![3.0, 7.0, 3.0]);
+}
+
+#[test]
+fn gather_and_take_keep_the_rank_the_types_know() {
+    let x = table();
+    let one: Array2<i32> = x.gather(&array![1_i64], 0).unwrap();
+    let two: Array3<i32> = x.gather(&array![[1_i64], [2]], 0).unwrap();
+    let scalar: Array1<i32> = x.gather(&arr0(1_i64), 0).unwrap();
+    let three: Array4<i32> = x.gather(&Array::from_elem((1, 1, 2), 0_i64), 1).unwrap();
+    assert_eq!(one, array![[10, 11, 12]]);
+    assert_eq!(two, array![[[10, 11, 12]], [[20, 21, 22]]]);
+    assert_eq!(scalar, array![10, 11, 12]);
+    assert_eq!(three.shape(), &[4, 1, 1, 2]);
+    // Dynamic input or indices: dynamic output.
+    let dynamic: ArrayD<i32> = x.view().into_dyn().gather(&array![1_i64], 0).unwrap();
+    assert_eq!(dynamic, one.clone().into_dyn());
+    let dynamic: ArrayD<i32> = x.gather(&array![1_i64].into_dyn(), 0).unwrap();
+    assert_eq!(dynamic, one.clone().into_dyn());
+    // take: a plain axis is typed as gather; Some(axis) and None are dynamic (None gives
+    // the indices' rank, Some the gather's).
+    let typed: Array2<i32> = x.take(&array![5_i64], 0, IndexMode::Wrap).unwrap();
+    assert_eq!(typed, one);
+    let some: ArrayD<i32> = x.take(&array![5_i64], Some(0), IndexMode::Wrap).unwrap();
+    assert_eq!(some, one.into_dyn());
+    let none: ArrayD<i32> = x.take(&array![5_i64], None, IndexMode::Raise).unwrap();
+    assert_eq!(none, array![12].into_dyn());
+    // The rank rule itself, for the fixed ranks.
+    fn rank<E: GatherRank<Ix2>>() -> Option<usize> {
+        <E::Out as ndarray::Dimension>::NDIM
+    }
+    assert_eq!(
+        [
+            rank::<Ix0>(),
+            rank::<Ix1>(),
+            rank::<Ix2>(),
+            rank::<Ix3>(),
+            rank::<IxDyn>()
+        ],
+        [Some(1), Some(2), Some(3), Some(4), None]
+    );
+}
+
+#[test]
+fn plans_of_rank_keeping_methods_are_typed() {
+    let x = table();
+    let ids = array![[2_i64, 0, 1]];
+    let plan: GatherPlan<Ix2> = GatherPlan::gather_elements(x.shape(), &ids, 0).unwrap();
+    let out: Array2<i32> = plan.apply(&x).unwrap();
+    assert_eq!(out, x.gather_elements(&ids, 0).unwrap());
+    let plan: GatherPlan<Ix2> = GatherPlan::take_along_axis(x.shape(), &ids, 0).unwrap();
+    assert_eq!(plan.apply(&x).unwrap(), x.take_along_axis(&ids, 0).unwrap());
+    let plan: GatherPlan<Ix2> = GatherPlan::multiaxis(x.shape(), &ids, &[0]).unwrap();
+    assert_eq!(plan.apply(&x).unwrap(), x.gather_multiaxis(&ids, &[0]).unwrap());
+    // One collection of plans of any method.
+    let plans: Vec<GatherPlan> = vec![plan.into_dyn(), GatherPlan::gather(x.shape(), &[1], 0).unwrap()];
+    assert_eq!(plans[0].apply(&x).unwrap(), out.into_dyn());
+    // A typed plan still refuses an input of another shape, and an input of its shape in
+    // another dimension type (here dynamic) gives the typed output.
+    let plan = GatherPlan::gather_elements(x.shape(), &ids, 0).unwrap();
+    assert!(matches!(
+        plan.apply(&table().t()),
+        Err(GatherError::InputShape { .. })
+    ));
+    let typed: Array2<i32> = plan.apply(&x.view().into_dyn()).unwrap();
+    assert_eq!(typed, x.gather_elements(&ids, 0).unwrap());
+}
