@@ -373,13 +373,15 @@ fn scatter<A: Clone + 'static>(
     Box::new(Scatter { pristine, x, f })
 }
 
-pub const SCATTER_IDS: [&str; 6] = [
+pub const SCATTER_IDS: [&str; 8] = [
     "S1_embed_grad",
     "S2_elem_add",
     "S3_nd_replace",
     "S4_tiny",
     "S5_histogram",
     "S8_multiaxis_grad",
+    "S9_rows_add",
+    "S9_rows_max",
 ];
 
 /// Scatter values: small and varied.
@@ -448,6 +450,24 @@ pub fn build_scatter(id: &str) -> (Box<dyn ScatterWorkload>, usize) {
             let t = ArrayD::<f32>::zeros(IxDyn(&[8, 256, 256, 16]));
             (
                 scatter(t, move |x| x.scatter_multiaxis(&i, &[2, 1], &u, Add).unwrap()),
+                bytes,
+            )
+        }
+        // A graph layer's aggregation (issue 45): 100k rows of 64 f32 into [10000, 64],
+        // summed or maxed (a NaN wins, ties keep the old value).
+        "S9_rows_add" | "S9_rows_max" => {
+            let (i, u) = (ids(&[100_000], 10_000, 13), updates(&[100_000, 64]));
+            let bytes = u.len() * 4;
+            let t = ArrayD::<f32>::zeros(IxDyn(&[10_000, 64]));
+            let max = id == "S9_rows_max";
+            (
+                scatter(t, move |x| {
+                    if max {
+                        x.scatter(&i, &u, 0, ndarray_gather::reduce::Max).unwrap()
+                    } else {
+                        x.scatter(&i, &u, 0, Add).unwrap()
+                    }
+                }),
                 bytes,
             )
         }

@@ -64,7 +64,31 @@
 //!
 //! With the default `rayon` feature, gathers moving more than about 2 MiB run on the
 //! calling thread and the rayon pool together (inside `ThreadPool::install`, that pool);
-//! smaller ones run on the calling thread alone. Results are identical either way.
+//! smaller ones run on the calling thread alone. Results are identical either way, bit
+//! for bit, scatters' reductions included.
+//!
+//! ## Choosing the threads
+//!
+//! - **One thread for one call, or a given pool:** run the call inside that pool's
+//!   `install` (a call inside `install` on a pool of one thread runs on that thread only).
+//! - **The whole program:** `RAYON_NUM_THREADS=1` (or `rayon::ThreadPoolBuilder::new()
+//!   .num_threads(n).build_global()`, once, before the first parallel call) sizes rayon's
+//!   global pool, which calls outside any `install` use.
+//! - **No threads at all:** `default-features = false` builds the crate without rayon;
+//!   every call then runs on the calling thread.
+//!
+//! ```
+//! use ndarray::Array2;
+//! use ndarray_gather::prelude::*;
+//!
+//! let table = Array2::from_shape_fn((100_000, 16), |(i, j)| (i + j) as f32);
+//! let ids: Vec<i64> = (0..100_000).rev().collect();
+//! // A pool of one thread: this gather of 6.4 MB runs on it alone.
+//! let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+//! let rows = one.install(|| table.gather(&ids, 0))?;
+//! assert_eq!(rows, table.gather(&ids, 0)?); // the same bits on any number of threads
+//! # Ok::<(), GatherError>(())
+//! ```
 #![warn(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 #![doc(test(attr(deny(warnings))))]

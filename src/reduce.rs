@@ -144,18 +144,29 @@ fn is_nan<A: PartialOrd>(v: &A) -> bool {
 impl<A: Clone + PartialOrd + Send + Sync> Reducer<A> for Min {
     #[inline(always)]
     fn reduce(&self, slot: &mut A, update: &A) {
-        if update < slot || is_nan(update) {
-            slot.clone_from(update);
-        }
+        keep_if(slot, update, update < slot || is_nan(update));
     }
 }
 
 impl<A: Clone + PartialOrd + Send + Sync> Reducer<A> for Max {
     #[inline(always)]
     fn reduce(&self, slot: &mut A, update: &A) {
-        if update > slot || is_nan(update) {
+        keep_if(slot, update, update > slot || is_nan(update));
+    }
+}
+
+/// Replaces `slot` by `update` if `replace`. Elements without drop glue (numbers) are
+/// written either way, the old or the new value, so that the choice compiles to a select
+/// and a loop of them vectorizes; others are cloned only when they replace.
+#[inline(always)]
+fn keep_if<A: Clone>(slot: &mut A, update: &A, replace: bool) {
+    if std::mem::needs_drop::<A>() {
+        if replace {
             slot.clone_from(update);
         }
+    } else {
+        let kept = if replace { update.clone() } else { slot.clone() };
+        *slot = kept;
     }
 }
 

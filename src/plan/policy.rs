@@ -140,6 +140,12 @@ pub(crate) const SMALL_DST_BYTES: usize = 1 << 20;
 /// dependent combinations overlap.
 pub(crate) const CHAINS: usize = 32;
 
+/// Destinations smaller than this many bytes (whole span) stay in the last-level cache:
+/// their random writes cost less than a second thread walking every position again, so
+/// one thread scatters into them (S9: 2 threads took 1.3-1.4x one thread's time on a
+/// 2.56 MB destination, PERFORMANCE.md#scatters).
+pub(crate) const PARTS_MIN_DST_BYTES: usize = 16 << 20;
+
 /// Blocks narrower than this many bytes (a cache line) are "small": each thread re-reading
 /// every index does not pay for them (PERFORMANCE.md#scatters).
 pub(crate) const SMALL_BLOCK_BYTES: usize = 64;

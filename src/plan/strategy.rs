@@ -140,12 +140,13 @@ impl ScatterWay {
 /// The parts (threads) a scatter of `total` positions of `A` into a destination span of
 /// `dst_bytes` bytes runs in. Each part walks every position, so parts pay only when the
 /// updates' random writes cost more than re-reading the indices: when the destination
-/// does not fit in cache and blocks fill at least a cache line (PERFORMANCE.md#scatters).
+/// does not fit in the last-level cache and blocks fill at least a cache line
+/// (PERFORMANCE.md#scatters).
 /// Under Miri, parts whenever the work is large enough, so that its tests reach them.
 pub(crate) fn scatter_parts<A>(total: usize, dst_bytes: usize, block_bytes: Option<usize>) -> usize {
     let small_blocks = block_bytes.is_some_and(|b| b < SMALL_BLOCK_BYTES);
     if worth_parallel(total.saturating_mul(size_of::<A>()))
-        && ((dst_bytes >= SMALL_DST_BYTES && !small_blocks) || cfg!(miri))
+        && ((dst_bytes >= PARTS_MIN_DST_BYTES && !small_blocks) || cfg!(miri))
     {
         threads()
     } else {
