@@ -122,3 +122,7 @@ pub use reduce::{Reducer, Reduction};
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../PERFORMANCE.md")]
+struct PerformanceDoctests;
