@@ -36,6 +36,30 @@ impl<A, F: Fn(&mut A, &A) + Copy + Send + Sync> Reducer<A> for F {
     }
 }
 
+/// A closure as a reducer, its element type named once instead of on each parameter:
+/// `reduce::with::<f32>(|a, b| *a = a.max(*b))` is
+/// `|a: &mut f32, b: &f32| *a = a.max(*b)`.
+///
+/// Rust infers a closure's parameter types only from a bound that names them where the
+/// closure is written, and a scatter's reducer parameter (`impl Reducer<A>`, which unit
+/// structs such as [`Add`] implement too) cannot be such a bound, so an unannotated
+/// closure whose body calls a method (`a.max(..)`) does not compile (E0282). A closure
+/// whose parameter types are written, or that calls no method on them, needs no `with`.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+///
+/// let mut best = array![0.5_f32, 0.5];
+/// best.scatter(&[1, 1, 0], &array![2.0, 3.0, 0.25], 0, reduce::with::<f32>(|a, b| *a = a.max(*b)))?;
+/// assert_eq!(best, array![0.5, 3.0]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[inline(always)]
+pub fn with<A>(reducer: impl Fn(&mut A, &A) + Copy + Send + Sync) -> impl Reducer<A> {
+    reducer
+}
+
 /// The update replaces the element (ONNX `reduction="none"`, `torch.scatter_`, numpy's
 /// fancy assignment and `put_along_axis`); of duplicates, the last one in row-major order
 /// wins.

@@ -157,3 +157,21 @@ fn plans_of_rank_keeping_methods_are_typed() {
     let typed: Array2<i32> = plan.apply(&x.view().into_dyn()).unwrap();
     assert_eq!(typed, x.gather_elements(&ids, 0).unwrap());
 }
+
+#[test]
+fn a_closure_names_its_element_type_once() {
+    let ids = [2_i64, 0, 2, 2];
+    let upd = array![1.5_f32, -1.0, 4.0, 2.0];
+    let mut with = Array1::<f32>::zeros(3);
+    with.scatter(
+        &ids,
+        &upd,
+        0,
+        ndarray_gather::reduce::with::<f32>(|a, b| *a = a.max(*b)),
+    )
+    .unwrap();
+    let mut max = Array1::<f32>::zeros(3);
+    max.scatter(&ids, &upd, 0, ndarray_gather::reduce::Max).unwrap();
+    assert_eq!(with, max);
+    assert_eq!(with, array![0.0, 0.0, 4.0]);
+}
