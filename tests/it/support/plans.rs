@@ -40,7 +40,12 @@ where
     }
     // The same values in the other layouts (a broadcast layout would show other values).
     let flat: Vec<A> = input.iter().cloned().collect();
-    for layout in ALL.into_iter().filter(|l| !matches!(l, Layout::Broadcast(_))) {
+    // (Under Miri one standard and one other layout: a plan's two paths.)
+    let layouts = ALL
+        .into_iter()
+        .filter(|l| !matches!(l, Layout::Broadcast(_)))
+        .filter(|l| !cfg!(miri) || matches!(l, Layout::C | Layout::Reversed));
+    for layout in layouts {
         let other = Held::new(input.shape(), layout, |i| flat[i].clone());
         let applied = plan
             .apply(&other.view())

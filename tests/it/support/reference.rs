@@ -2,7 +2,7 @@
 //! output coordinate, no strides, no planner. `Err(Fail)` wherever the operation is
 //! invalid, saying which kind of error the crate must return.
 
-use ndarray::{ArrayD, ArrayViewD, Dimension, IxDyn};
+use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use ndarray_gather::GatherError;
 
 /// The kinds of invalid call, as the crate's error variants group them.
@@ -71,16 +71,26 @@ pub fn norm(v: i128, len: usize, mode: Mode) -> Result<usize, Fail> {
     }
 }
 
-fn all_coords(shape: &[usize]) -> Vec<Vec<usize>> {
-    ArrayD::<()>::from_elem(IxDyn(shape), ())
-        .indexed_iter()
-        .map(|(c, _)| c.slice().to_vec())
-        .collect()
-}
-
-fn build<A: Clone>(shape: Vec<usize>, f: impl FnMut(&[usize]) -> Result<A, Fail>) -> Result<ArrayD<A>, Fail> {
-    let data: Result<Vec<A>, Fail> = all_coords(&shape).iter().map(|c| c.as_slice()).map(f).collect();
-    Ok(ArrayD::from_shape_vec(IxDyn(&shape), data?).unwrap())
+/// An array of `shape` whose element at each coordinate (visited in row-major order, one
+/// coordinate buffer counted up like an odometer) is `f` of it.
+fn build<A: Clone>(
+    shape: Vec<usize>,
+    mut f: impl FnMut(&[usize]) -> Result<A, Fail>,
+) -> Result<ArrayD<A>, Fail> {
+    let n: usize = shape.iter().product();
+    let mut data = Vec::with_capacity(n);
+    let mut c = vec![0; shape.len()];
+    for _ in 0..n {
+        data.push(f(&c)?);
+        for d in (0..c.len()).rev() {
+            c[d] += 1;
+            if c[d] < shape[d] {
+                break;
+            }
+            c[d] = 0;
+        }
+    }
+    Ok(ArrayD::from_shape_vec(IxDyn(&shape), data).unwrap())
 }
 
 fn bcast(a: usize, b: usize) -> Result<usize, Fail> {
