@@ -1,4 +1,5 @@
-//! The integration tests, in one binary to keep link time down.
+//! The integration tests of the gathers and plans, in one binary to keep link time down
+//! (the scatters are `tests/scatter.rs`, so that the two compile in parallel).
 
 mod axes;
 mod bounds;
@@ -13,7 +14,6 @@ mod panics;
 mod parallel;
 mod plans;
 mod props;
-mod scatter;
 mod spec;
 mod support;
 mod wrappers;

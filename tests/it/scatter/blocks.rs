@@ -199,7 +199,10 @@ fn block_scatters_in_place_match_a_plain_loop() {
             assert_eq!(got, want.mapv(f32::to_bits), "add {add}, blocks of {width}");
         }
         // With drop glue: the last duplicate's string (integers: formatting floats is
-        // slow under Miri).
+        // slow under Miri; there, blocks of 2 only).
+        if cfg!(miri) && width != 2 {
+            continue;
+        }
         let strings = Array::from_shape_fn((n, width), |(i, j)| format!("u{}", i * 31 + j));
         let old = Array::from_shape_fn((rows, width), |(r, j)| format!("s{}", r * 3 + j));
         let got = on_1_and_3_natively(|| {
@@ -225,8 +228,9 @@ fn block_scatters_in_place_match_a_plain_loop() {
 /// and `Replace` keeps the last, the bits of a plain loop on 1 and 3 threads.
 #[test]
 fn rows_of_elements_match_a_plain_loop() {
-    // Natively 2000 rows: 2.4 MB of updates, past the 2 MiB from which a scatter splits
-    // between threads (with 1000 rows the threads' loop went untested natively).
+    // Natively 2000 rows: 2.4 MB of updates, past the 2 MiB from which a scatter runs
+    // on the pool (its check pass; the destination, under 16 MiB, is one part; under
+    // Miri, parts).
     let (width, large) = if cfg!(miri) { (21, 12) } else { (300, 2000) };
     for rows in [3, large] {
         let ids = Array::from_shape_fn((rows, width), |(i, j)| ((i * 7 + j * j * 13) % width) as i64);

@@ -13,8 +13,8 @@ use crate::support::threads::{on_1_and_3, on_1_and_3_natively};
 /// race detector sees any read of the other column), on 1 and 3 threads.
 #[test]
 fn a_strided_destination_touches_only_its_own_elements() {
-    // Natively the column spans 2.4 MB, enough for several parts.
-    let (rows, n) = if cfg!(miri) { (10, 40) } else { (150_001, 400_000) };
+    // Natively the column spans 18 MB (of a 36 MB array), enough for several parts.
+    let (rows, n) = if cfg!(miri) { (10, 40) } else { (2_250_001, 400_000) };
     let ids = Array::from_shape_fn(n, |i| ((i * 7) % rows) as i64);
     let upd = Array::from_shape_fn(n, |i| (i % 5) as f64);
     let got = on_1_and_3(|| {
@@ -54,7 +54,8 @@ fn parallel_scatters_give_the_sequential_bits() {
     }
     assert_eq!(got.to_vec(), want.iter().map(|v| v.to_bits()).collect::<Vec<_>>());
     // Rows (embedding gradient) into a reversed destination, and elements along axis 1.
-    // (Natively, destinations of 1 MiB and more are split between threads.)
+    // (Natively these destinations are under the 16 MiB from which a scatter is split
+    // between threads: one part on 1 and on 3 threads; under Miri, parts.)
     let rows = if cfg!(miri) { 6 } else { 40_000 };
     let width = 16;
     let r_ids = Array::from_shape_fn(rows, |i| ((i * 31) % (rows / 2)) as i64);

@@ -27,7 +27,8 @@ pub fn on_1_and_3<T>(f: impl Fn() -> T) -> T {
 }
 
 /// [`on_1_and_3`] natively; under Miri one run on the global pool (thread pools are slow
-/// to build there).
+/// to build there). (Only the scatter tests' binary calls it.)
+#[allow(dead_code)]
 pub fn on_1_and_3_natively<T: PartialEq + std::fmt::Debug + Send>(f: impl Fn() -> T + Sync) -> T {
     if cfg!(miri) { f() } else { on_1_and_3(f) }
 }
