@@ -14,7 +14,11 @@ use crate::support::threads::{on_1_and_3, on_1_and_3_natively};
 #[test]
 fn a_strided_destination_touches_only_its_own_elements() {
     // Natively the column spans 18 MB (of a 36 MB array), enough for several parts.
-    let (rows, n) = if cfg!(miri) { (10, 40) } else { (2_250_001, 400_000) };
+    let (rows, n) = if cfg!(miri) {
+        (10, 40)
+    } else {
+        (2_250_001, 400_000)
+    };
     let ids = Array::from_shape_fn(n, |i| ((i * 7) % rows) as i64);
     let upd = Array::from_shape_fn(n, |i| (i % 5) as f64);
     let got = on_1_and_3(|| {
