@@ -31,8 +31,10 @@
 //!
 //! # Indices and errors
 //!
-//! Indices may be `i32`, `i64`, `isize`, `u16`, `u32`, `u64` or `usize` ([`GatherIndex`]).
-//! Negative indices count from the end once, as in ONNX and numpy; [`GatherExt::take`]
+//! Indices may be `i32`, `i64`, `isize`, `u16`, `u32`, `u64` or `usize` ([`GatherIndex`]),
+//! held in any array or view, a slice, a `Vec` or a fixed-size array ([`IndexArray`]).
+//! Results keep the input's dimension type wherever the types know the rank: `gather`
+//! with 1-D indices turns an `Array2` into an `Array2` ([`GatherRank`]). Negative indices count from the end once, as in ONNX and numpy; [`GatherExt::take`]
 //! also offers numpy's `wrap` and `clip` modes ([`IndexMode`]). Every bad shape, axis or
 //! index is a [`GatherError`] naming the values, never a panic. Where the libraries
 //! disagree, this crate decides:
