@@ -42,83 +42,36 @@ pub trait IndexArray<I, E: Dimension>: private::Sealed {
     ) -> Result<R, GatherError>;
 }
 
-impl<I: GatherIndex, E: Dimension> private::Sealed for &ArrayRef<I, E> {}
-impl<I: GatherIndex, E: Dimension> IndexArray<I, E> for &ArrayRef<I, E> {
-    #[inline(always)]
-    fn with_ref<R>(
-        self,
-        _: &'static str,
-        f: impl FnOnce(&ArrayRef<I, E>) -> Result<R, GatherError>,
-    ) -> Result<R, GatherError> {
-        f(self)
-    }
-}
-
-impl<I: GatherIndex, S: Data<Elem = I>, E: Dimension> private::Sealed for &ArrayBase<S, E> {}
-impl<I: GatherIndex, S: Data<Elem = I>, E: Dimension> IndexArray<I, E> for &ArrayBase<S, E> {
-    #[inline(always)]
-    fn with_ref<R>(
-        self,
-        _: &'static str,
-        f: impl FnOnce(&ArrayRef<I, E>) -> Result<R, GatherError>,
-    ) -> Result<R, GatherError> {
-        f(self)
-    }
-}
-
-impl<I: GatherIndex, E: Dimension> private::Sealed for ArrayView<'_, I, E> {}
-impl<I: GatherIndex, E: Dimension> IndexArray<I, E> for ArrayView<'_, I, E> {
-    #[inline(always)]
-    fn with_ref<R>(
-        self,
-        _: &'static str,
-        f: impl FnOnce(&ArrayRef<I, E>) -> Result<R, GatherError>,
-    ) -> Result<R, GatherError> {
-        f(&self)
-    }
-}
-
-/// The 1-D forms: a slice and what derefs to one, viewed in place.
-macro_rules! one_dimensional {
-    ($($(#[$n:ident])? $T:ty),*) => {$(
-        impl<I: GatherIndex $(, const $n: usize)?> private::Sealed for &$T {}
-        impl<I: GatherIndex $(, const $n: usize)?> IndexArray<I, Ix1> for &$T {
+/// Implements [`IndexArray`] for each form: its generics, type, dimension, and how it lends
+/// itself (`$s`) as an `&ArrayRef` to `$f` (`$op` names the method, for the one error).
+macro_rules! index_array {
+    ($([$($g:tt)*] $T:ty => $E:ty, |$s:ident, $op:ident, $f:ident| $lend:expr;)*) => {$(
+        impl<$($g)*> private::Sealed for $T {}
+        impl<$($g)*> IndexArray<I, $E> for $T {
             #[inline(always)]
-            fn with_ref<R>(self, _: &'static str, f: impl FnOnce(&ArrayRef<I, Ix1>) -> Result<R, GatherError>) -> Result<R, GatherError> {
-                f(&ArrayView1::from(&self[..]))
+            fn with_ref<R>(
+                self,
+                $op: &'static str,
+                $f: impl FnOnce(&ArrayRef<I, $E>) -> Result<R, GatherError>,
+            ) -> Result<R, GatherError> {
+                let $s = self;
+                $lend
             }
         }
     )*};
 }
-one_dimensional!(
-    [I],
-    Vec<I>,
-    #[N]
-    [I; N]
-);
 
-impl<I: GatherIndex, const N: usize> private::Sealed for &[[I; N]] {}
-impl<I: GatherIndex, const N: usize> IndexArray<I, Ix2> for &[[I; N]] {
-    #[inline(always)]
-    fn with_ref<R>(
-        self,
-        op: &'static str,
-        f: impl FnOnce(&ArrayRef<I, Ix2>) -> Result<R, GatherError>,
-    ) -> Result<R, GatherError> {
-        rows(self, op, f)
-    }
-}
-
-impl<I: GatherIndex, const N: usize, const M: usize> private::Sealed for &[[I; N]; M] {}
-impl<I: GatherIndex, const N: usize, const M: usize> IndexArray<I, Ix2> for &[[I; N]; M] {
-    #[inline(always)]
-    fn with_ref<R>(
-        self,
-        op: &'static str,
-        f: impl FnOnce(&ArrayRef<I, Ix2>) -> Result<R, GatherError>,
-    ) -> Result<R, GatherError> {
-        rows(&self[..], op, f)
-    }
+index_array! {
+    [I: GatherIndex, E: Dimension] &ArrayRef<I, E> => E, |a, _op, f| f(a);
+    [I: GatherIndex, S: Data<Elem = I>, E: Dimension] &ArrayBase<S, E> => E, |a, _op, f| f(a);
+    [I: GatherIndex, E: Dimension] ArrayView<'_, I, E> => E, |a, _op, f| f(&a);
+    // The 1-D forms: a slice and what derefs to one, viewed in place.
+    [I: GatherIndex] &[I] => Ix1, |a, _op, f| f(&ArrayView1::from(a));
+    [I: GatherIndex] &Vec<I> => Ix1, |a, _op, f| f(&ArrayView1::from(&a[..]));
+    [I: GatherIndex, const N: usize] &[I; N] => Ix1, |a, _op, f| f(&ArrayView1::from(&a[..]));
+    // The 2-D forms: rows of a fixed length.
+    [I: GatherIndex, const N: usize] &[[I; N]] => Ix2, |a, op, f| rows(a, op, f);
+    [I: GatherIndex, const N: usize, const M: usize] &[[I; N]; M] => Ix2, |a, op, f| rows(&a[..], op, f);
 }
 
 /// A slice of rows as a 2-D view. (ndarray panics on more than `isize::MAX` rows, which

@@ -463,19 +463,16 @@ impl<O: Dimension> GatherPlan<O> {
         &self,
         input: &ArrayRef<A, D>,
     ) -> Result<Array<A, O>, GatherError> {
-        const OP: &str = "GatherPlan::apply";
-        into_dim(OP, self.apply_dyn(OP, input)?)
+        into_dim(APPLY, self.apply_dyn(input)?)
     }
 
     /// [`apply`](Self::apply) with a dynamic-rank result.
     #[inline(always)]
     fn apply_dyn<A: Clone + Send + Sync, D: Dimension>(
         &self,
-        op: &'static str,
         input: &ArrayRef<A, D>,
     ) -> Result<ArrayD<A>, GatherError> {
-        const OP: &str = "GatherPlan::apply";
-        debug_assert_eq!(op, OP);
+        const OP: &str = APPLY;
         self.check_input(OP, input)?;
         let lowered = match &self.how {
             How::Tiny(tiny) => return tiny.apply(OP, input),
@@ -589,6 +586,9 @@ impl<O: Dimension> GatherPlan<O> {
         }
     }
 }
+
+/// `apply`'s name in its errors.
+const APPLY: &str = "GatherPlan::apply";
 
 /// What a plan's first lowering found.
 pub(crate) enum Found {
