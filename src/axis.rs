@@ -144,3 +144,31 @@ impl<T: AxisArg> TakeAxis for T {
         Some(self.signed())
     }
 }
+
+/// `axis` counted from the end when negative, checked against `ndim`. (Inlined, with the
+/// error made apart: an out-of-line call returning a `GatherError` moves it.)
+#[inline]
+pub(crate) fn normalize_axis(
+    op: &'static str,
+    axis: isize,
+    ndim: usize,
+) -> Result<usize, crate::GatherError> {
+    let n = ndim as isize;
+    let a = if axis < 0 { axis + n } else { axis };
+    if (0..n).contains(&a) {
+        Ok(a as usize)
+    } else {
+        Err(axis_out_of_bounds(op, axis, ndim))
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn axis_out_of_bounds(op: &'static str, axis: isize, ndim: usize) -> crate::GatherError {
+    crate::GatherError::AxisOutOfBounds {
+        op,
+        axis,
+        ndim,
+        valid: crate::error::axis_range(ndim),
+    }
+}

@@ -201,6 +201,68 @@ pub enum GatherError {
         found: Vec<usize>,
     },
 
+    /// The segments of a gather-reduce do not fit its positions: the first bad entry of
+    /// the segments array, its value, and what was expected of it.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let x = array![1.0, 2.0, 3.0];
+    /// let err = x.segment_reduce(Segments::lengths(&[2, 2]), 0, Pooling::Sum).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "segment_reduce: lengths entry 1 (value 2) is invalid: the lengths sum to 4 by \
+    ///      this entry, but there are 3 positions"
+    /// );
+    /// ```
+    #[error("{op}: {kind} entry {entry} (value {value}) is invalid: {detail}")]
+    Segments {
+        /// The method that was called.
+        op: &'static str,
+        /// Which segments: `"offsets"`, `"starts"`, `"lengths"`, `"uniform"` or `"ids"`.
+        kind: &'static str,
+        /// The entry at fault (0 for `uniform`'s length).
+        entry: usize,
+        /// Its value, widened so that every index type fits.
+        value: i128,
+        /// What was expected of it.
+        detail: String,
+    },
+
+    /// A gather-reduce's weights are not one per position.
+    #[error("{op}: {len} weights for {positions} positions (one weight per position)")]
+    Weights {
+        /// The method that was called.
+        op: &'static str,
+        /// The number of weights.
+        len: usize,
+        /// The number of positions.
+        positions: usize,
+    },
+
+    /// A pooling cannot be used as asked: weights with `Max`, `Min` or `Prod`, an argmax of
+    /// a pooling other than `Max` and `Min`, or a plan's skipped index that the pool
+    /// contradicts.
+    #[error("{op}: pooling {pooling} {detail}")]
+    Pooling {
+        /// The method that was called.
+        op: &'static str,
+        /// The pooling asked for.
+        pooling: crate::Pooling,
+        /// What is wrong with it.
+        detail: String,
+    },
+
+    /// A pooling's name did not parse ([`Pooling`](crate::Pooling)'s `FromStr`):
+    /// converted by `?`.
+    #[error("{source}")]
+    ParsePooling {
+        /// The parse error, which names the string.
+        #[from]
+        source: crate::pool::ParsePoolingError,
+    },
+
     /// An ndarray call failed in a function that returns `GatherError`, such as
     /// `into_dimensionality` on a gather's output: converted by `?`.
     ///

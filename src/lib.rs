@@ -106,20 +106,24 @@ mod kernel;
 mod layout;
 mod lower;
 mod plan;
+mod pool;
 pub mod prelude;
 mod prepared;
 mod rank;
 pub mod reduce;
+mod segments;
 mod small;
 
 pub use axis::{AxisArg, TakeAxis};
 pub use error::GatherError;
-pub use ext::{GatherExt, ScatterExt};
+pub use ext::{GatherExt, GatherReduceExt, ScatterExt};
 pub use index::{GatherIndex, IndexMode};
 pub use indices::IndexArray;
-pub use prepared::GatherPlan;
+pub use pool::{ParsePoolingError, Pool, PoolElement, Pooling};
+pub use prepared::{GatherPlan, GatherReducePlan};
 pub use rank::GatherRank;
 pub use reduce::{Reducer, Reduction};
+pub use segments::Segments;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -9,9 +9,9 @@
 
 use ndarray::{ArrayRef, Dimension, IxDyn, RawData, ViewRepr};
 
-use crate::axis::{AxisArg, TakeAxis};
+use crate::axis::{AxisArg, TakeAxis, normalize_axis};
 use crate::call::{Call, Dims, Raw};
-use crate::error::{GatherError, axis_range};
+use crate::error::GatherError;
 use crate::index::{GatherIndex, IndexMode};
 use crate::layout::c_strides;
 use crate::layout::checked_len;
@@ -183,30 +183,6 @@ fn run_lowered<'a, A, I: GatherIndex, E: Dimension, T>(
     match lowering.call(op, caller, (input.shorten(), Raw::of(indices)), &zero, mode) {
         Ok(ref call) => run(call),
         Err(e) => Err(e),
-    }
-}
-
-/// `axis` counted from the end when negative, checked against `ndim`. (Inlined, with the
-/// error made apart: an out-of-line call returning a `GatherError` moves it.)
-#[inline]
-pub(crate) fn normalize_axis(op: &'static str, axis: isize, ndim: usize) -> Result<usize, GatherError> {
-    let n = ndim as isize;
-    let a = if axis < 0 { axis + n } else { axis };
-    if (0..n).contains(&a) {
-        Ok(a as usize)
-    } else {
-        Err(axis_out_of_bounds(op, axis, ndim))
-    }
-}
-
-#[cold]
-#[inline(never)]
-fn axis_out_of_bounds(op: &'static str, axis: isize, ndim: usize) -> GatherError {
-    GatherError::AxisOutOfBounds {
-        op,
-        axis,
-        ndim,
-        valid: axis_range(ndim),
     }
 }
 

@@ -2,6 +2,7 @@
 
 #[doc(no_inline)]
 pub use crate::{
-    AxisArg, GatherError, GatherExt, GatherIndex, GatherPlan, GatherRank, IndexArray, IndexMode, Reducer,
-    Reduction, ScatterExt, TakeAxis, reduce,
+    AxisArg, GatherError, GatherExt, GatherIndex, GatherPlan, GatherRank, GatherReduceExt, GatherReducePlan,
+    IndexArray, IndexMode, Pool, PoolElement, Pooling, Reducer, Reduction, ScatterExt, Segments, TakeAxis,
+    reduce,
 };

@@ -14,6 +14,7 @@
 mod fresh;
 mod gather;
 mod raw;
+pub(crate) mod reduce;
 mod resolve;
 mod scatter;
 

@@ -5,9 +5,11 @@
 //! below, whose one method lends the method bodies an `ArrayRef`.
 
 mod gather;
+mod reduce;
 mod scatter;
 
 pub use self::gather::GatherExt;
+pub use self::reduce::GatherReduceExt;
 pub use self::scatter::ScatterExt;
 
 /// Implements extension trait `$Trait` for ndarray's `ArrayRef` and, so that it works as a

@@ -36,6 +36,7 @@
 mod bounds;
 mod gather;
 mod prefetch;
+pub(crate) mod reduce;
 mod scatter;
 pub(crate) mod schedule;
 mod store;

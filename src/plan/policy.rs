@@ -180,3 +180,18 @@ pub(crate) const HUGE_PAGE_BYTES: usize = 2 << 20;
 /// How far ahead, in index bytes, a scatter's passes ask for the lanes' indices: the
 /// hardware's own prefetch leaves index streams waiting on memory (PERFORMANCE.md#scatters).
 pub(crate) const INDEX_AHEAD_BYTES: usize = 2048;
+
+// ---- Gather-reduce ----------------------------------------------------------------------
+
+/// How many positions ahead a gather-reduce asks for the input row (and, by ids, the
+/// output row) it will read: random rows wait on memory, and the rows of the next
+/// positions are known (PERFORMANCE.md#gather-reduce).
+pub(crate) const REDUCE_AHEAD: usize = 16;
+
+/// At most this many bytes of a row are asked for ahead (a longer row's later lines are
+/// found by the hardware's own prefetch once the row is being read).
+pub(crate) const REDUCE_PREFETCH_MAX_BYTES: usize = 1024;
+
+/// Gather-reduces by sorted segments run in jobs of about this many gathered bytes, so
+/// that the threads' shares even out however the segments' lengths vary.
+pub(crate) const REDUCE_JOB_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 18 };

@@ -222,3 +222,24 @@ impl Stage {
         }
     }
 }
+
+/// How many jobs a gather-reduce by sorted segments runs in, gathering `bytes` bytes into
+/// `segments` segments: one (the calling thread) when small, else jobs of about
+/// [`REDUCE_JOB_BYTES`](super::policy::REDUCE_JOB_BYTES), at least two per thread.
+pub(crate) fn reduce_jobs(bytes: usize, segments: usize) -> usize {
+    if !worth_parallel(bytes) {
+        return 1;
+    }
+    let want = bytes.div_ceil(super::policy::REDUCE_JOB_BYTES).max(2 * threads());
+    want.min(segments).max(1)
+}
+
+/// How many spans of segments a gather-reduce by ids runs in, gathering `bytes` bytes into
+/// `segments` segments: each span's thread walks every position, so one per thread.
+pub(crate) fn reduce_spans(bytes: usize, segments: usize) -> usize {
+    if worth_parallel(bytes) {
+        threads().min(segments).max(1)
+    } else {
+        1
+    }
+}

@@ -15,10 +15,13 @@
 
 #[macro_use]
 mod positions;
+mod reduce;
 mod standard;
 #[cfg(test)]
 mod tests;
 mod tiny;
+
+pub use self::reduce::GatherReducePlan;
 
 use std::marker::PhantomData;
 

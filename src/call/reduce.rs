@@ -1,0 +1,560 @@
+//! The gather-reduce's run: every check (axis, segments, pool, indices) before anything
+//! is written, the output (fresh, a caller's, or with its argmax), the row geometry the
+//! kernel walks, and the walk the segments call for.
+
+use ndarray::{Array, Array1, ArrayRef, ArrayView1, Dimension};
+
+use crate::axis::normalize_axis;
+use crate::error::{GatherError, internal};
+use crate::index::GatherIndex;
+use crate::kernel::BadIndex;
+use crate::kernel::reduce::{Bounds, Geometry, Lane, Pooler, Positions, Source, by_ids, sorted};
+use crate::layout::{checked_len, unravel};
+use crate::plan::{reduce_jobs, reduce_spans};
+use crate::pool::{Pool, PoolElement, Pooling};
+use crate::segments::{Kind, Segments};
+
+/// Segments checked against the number of positions.
+#[derive(Debug)]
+pub(crate) enum Checked<'a, J> {
+    /// Ranges of positions, and their count.
+    Sorted(Bounds<'a, J>, usize),
+    /// One id per position, each below the count.
+    Ids(ArrayView1<'a, J>, usize),
+}
+
+impl<'a, J: GatherIndex> Checked<'a, J> {
+    /// Checks `segments` for `positions` positions: the first bad entry is the error.
+    pub fn new(op: &'static str, segments: &Segments<'a, J>, positions: usize) -> Result<Self, GatherError> {
+        let bad = |kind: &'static str, entry: usize, value: i128, detail: String| GatherError::Segments {
+            op,
+            kind,
+            entry,
+            value,
+            detail,
+        };
+        let total = positions as i128;
+        match &segments.kind {
+            Kind::Offsets(o) => {
+                let mut prev = 0;
+                for (e, v) in o.iter().map(|v| v.to_i128()).enumerate() {
+                    if e == 0 && v != 0 {
+                        return Err(bad("offsets", 0, v, "the first offset must be 0".into()));
+                    }
+                    if v < prev || v > total {
+                        return Err(bad(
+                            "offsets",
+                            e,
+                            v,
+                            format!("offsets must be non-decreasing, from 0 to the {positions} positions"),
+                        ));
+                    }
+                    prev = v;
+                }
+                match o.len() {
+                    0 => Err(bad(
+                        "offsets",
+                        0,
+                        0,
+                        "there are none: offsets need S + 1 entries, the first 0".into(),
+                    )),
+                    n if prev != total => Err(bad(
+                        "offsets",
+                        n - 1,
+                        prev,
+                        format!("the last offset must be the number of positions, {positions}"),
+                    )),
+                    n => Ok(Checked::Sorted(Bounds::Offsets(*o), n - 1)),
+                }
+            }
+            Kind::Starts(o) => {
+                let mut prev = 0;
+                for (e, v) in o.iter().map(|v| v.to_i128()).enumerate() {
+                    if e == 0 && v != 0 {
+                        return Err(bad("starts", 0, v, "the first start must be 0".into()));
+                    }
+                    if v < prev || v > total {
+                        return Err(bad(
+                            "starts",
+                            e,
+                            v,
+                            format!(
+                                "starts must be non-decreasing, from 0 and at most the {positions} positions"
+                            ),
+                        ));
+                    }
+                    prev = v;
+                }
+                Ok(Checked::Sorted(Bounds::Starts(*o, positions), o.len()))
+            }
+            Kind::Lengths(l) => {
+                let mut offsets = Vec::with_capacity(l.len() + 1);
+                offsets.push(0);
+                let mut sum: i128 = 0;
+                for (e, v) in l.iter().map(|v| v.to_i128()).enumerate() {
+                    if v < 0 {
+                        return Err(bad("lengths", e, v, "lengths must not be negative".into()));
+                    }
+                    sum += v;
+                    if sum > total {
+                        return Err(bad(
+                            "lengths",
+                            e,
+                            v,
+                            format!(
+                                "the lengths sum to {sum} by this entry, but there are {positions} positions"
+                            ),
+                        ));
+                    }
+                    offsets.push(sum as usize);
+                }
+                if sum != total {
+                    let (e, v) = l.len().checked_sub(1).map_or((0, 0), |e| (e, l[e].to_i128()));
+                    return Err(bad(
+                        "lengths",
+                        e,
+                        v,
+                        format!("the lengths sum to {sum}, but there are {positions} positions"),
+                    ));
+                }
+                Ok(Checked::Sorted(Bounds::Owned(offsets), l.len()))
+            }
+            Kind::Uniform(len) => match *len {
+                0 => Err(bad(
+                    "uniform",
+                    0,
+                    0,
+                    "the length of uniform segments must be positive".into(),
+                )),
+                len if !positions.is_multiple_of(len) => Err(bad(
+                    "uniform",
+                    0,
+                    len as i128,
+                    format!("{positions} positions do not divide into segments of {len}"),
+                )),
+                len => Ok(Checked::Sorted(Bounds::Uniform(len), positions / len)),
+            },
+            Kind::Ids(ids, count) => {
+                if ids.len() != positions {
+                    return Err(bad(
+                        "ids",
+                        ids.len(),
+                        ids.len() as i128,
+                        format!(
+                            "there are {} ids for {positions} positions (one id per position)",
+                            ids.len()
+                        ),
+                    ));
+                }
+                let n = *count as i128;
+                if let Some((e, v)) = ids
+                    .iter()
+                    .map(|v| v.to_i128())
+                    .enumerate()
+                    .find(|&(_, v)| v < 0 || v >= n)
+                {
+                    return Err(bad(
+                        "ids",
+                        e,
+                        v,
+                        format!("ids must be in 0..{count}, the segment count"),
+                    ));
+                }
+                Ok(Checked::Ids(*ids, *count))
+            }
+        }
+    }
+
+    /// The number of segments.
+    pub fn count(&self) -> usize {
+        match self {
+            Checked::Sorted(_, n) | Checked::Ids(_, n) => *n,
+        }
+    }
+
+    /// Each position's segment.
+    pub fn to_ids(&self, positions: usize) -> Array1<usize> {
+        match self {
+            Checked::Ids(ids, _) => ids.mapv(|v| v.to_i128() as usize),
+            Checked::Sorted(bounds, n) => {
+                let mut ids = Array1::zeros(positions);
+                for s in 0..*n {
+                    for p in bounds.get(s) {
+                        ids[p] = s;
+                    }
+                }
+                ids
+            }
+        }
+    }
+}
+
+/// The indices of a gather-reduce, in row-major order, as the rows they read.
+pub(crate) struct Indexed<'a, I> {
+    idx: ArrayView1<'a, I>,
+    shape: Vec<usize>,
+    axis: usize,
+    axis_len: usize,
+    skip: Option<i128>,
+}
+
+impl<'a, I: GatherIndex> Indexed<'a, I> {
+    /// `indices` (any rank) read along an axis of `axis_len`; `keep` holds a row-major copy
+    /// of indices that are not one strided line (nothing else needs a copy).
+    pub fn new<E: Dimension>(
+        indices: &'a ArrayRef<I, E>,
+        keep: &'a mut Option<Array1<I>>,
+        axis: usize,
+        axis_len: usize,
+        skip: Option<i64>,
+    ) -> Self {
+        let flat = match indices.view().into_shape_with_order(indices.len()) {
+            Ok(v) => v,
+            Err(_) => keep.insert(indices.iter().copied().collect()).view(),
+        };
+        Indexed {
+            idx: flat,
+            shape: indices.shape().to_vec(),
+            axis,
+            axis_len,
+            skip: skip.map(i128::from),
+        }
+    }
+
+    /// The number of positions.
+    pub fn len(&self) -> usize {
+        self.idx.len()
+    }
+
+    /// The first index out of range, as the error that names it.
+    pub fn check(&self, op: &'static str) -> Result<(), GatherError> {
+        match (0..self.len()).find(|&p| self.row(p).is_err()) {
+            None => Ok(()),
+            Some(p) => Err(GatherError::IndexOutOfBounds {
+                op,
+                index: self.idx[p].to_i128(),
+                position: unravel(p, &self.shape).to_vec(),
+                axis: self.axis,
+                axis_len: self.axis_len,
+            }),
+        }
+    }
+}
+
+impl<I: GatherIndex> Source for Indexed<'_, I> {
+    #[inline(always)]
+    fn row(&self, p: usize) -> Result<Option<usize>, BadIndex> {
+        let v = self.idx[p];
+        if self.skip == Some(v.to_i128()) {
+            return Ok(None);
+        }
+        v.resolve_raise(self.axis_len).map(Some).ok_or(BadIndex)
+    }
+}
+
+/// `segment_reduce`'s rows: position `p` is the input's row `p`.
+pub(crate) struct Identity;
+
+impl Source for Identity {
+    #[inline(always)]
+    fn row(&self, p: usize) -> Result<Option<usize>, BadIndex> {
+        Ok(Some(p))
+    }
+}
+
+/// A checked call, ready to write: its input, axis, segment count and pooling.
+pub(crate) struct Frame<'a, 'w, A, D> {
+    pub op: &'static str,
+    pub x: &'a ArrayRef<A, D>,
+    pub axis: usize,
+    pub segments: usize,
+    pub pooler: Pooler<'w, A>,
+    /// The number of rows the call gathers (for the thread decision).
+    pub entries: usize,
+}
+
+/// What runs the kernel for a frame: the walk, given the geometry, pooling and number of
+/// jobs (or spans) the planner chose.
+pub(crate) trait Walk<A>: Fn(&Geometry<A>, &Pooler<'_, A>, usize) -> Result<(), BadIndex> {}
+impl<A, F: Fn(&Geometry<A>, &Pooler<'_, A>, usize) -> Result<(), BadIndex>> Walk<A> for F {}
+
+/// The axis normalized, and the pooling checked against what the call asks of it.
+pub(crate) fn check_pool<A: PoolElement>(
+    op: &'static str,
+    pool: &Pool<'_, A>,
+    positions: usize,
+    arg: bool,
+) -> Result<(), GatherError> {
+    let refuse = |detail: &str| GatherError::Pooling {
+        op,
+        pooling: pool.pooling,
+        detail: detail.to_string(),
+    };
+    let extremum = matches!(pool.pooling, Pooling::Max | Pooling::Min);
+    if let Some(w) = &pool.weights {
+        if extremum || pool.pooling == Pooling::Prod {
+            return Err(refuse("cannot be weighted (weights are for sum, mean and sqrtn)"));
+        }
+        if w.len() != positions {
+            return Err(GatherError::Weights {
+                op,
+                len: w.len(),
+                positions,
+            });
+        }
+    }
+    if arg && !extremum {
+        return Err(refuse("has no argmax (only max and min do)"));
+    }
+    Ok(())
+}
+
+impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
+    /// A frame for `x` along `axis` into `segments` segments, pooling `positions`
+    /// positions (`entries` of them gathered) with `pool`.
+    pub fn new(
+        op: &'static str,
+        x: &'a ArrayRef<A, D>,
+        axis: usize,
+        segments: usize,
+        pool: Pool<'w, A>,
+        positions: usize,
+    ) -> Self {
+        Frame {
+            op,
+            x,
+            axis,
+            segments,
+            pooler: Pooler {
+                pooling: pool.pooling,
+                weights: pool.weights,
+                fill: pool.fill.unwrap_or_else(A::zero),
+                integral: A::from_f64(0.5).is_none_or(|h| h.is_zero()),
+                positions,
+            },
+            entries: positions,
+        }
+    }
+
+    fn out_dim(&self) -> Result<D, GatherError> {
+        let mut dim = self.x.raw_dim();
+        dim[self.axis] = self.segments;
+        let size = size_of::<A>().max(size_of::<usize>());
+        match checked_len(dim.slice(), size) {
+            Some(_) => Ok(dim),
+            None => Err(GatherError::SizeOverflow {
+                op: self.op,
+                shape: dim.slice().to_vec(),
+            }),
+        }
+    }
+
+    /// The output in a fresh array.
+    pub fn fresh(&self, walk: impl Walk<A>) -> Result<Array<A, D>, GatherError> {
+        let mut out = Array::zeros(self.out_dim()?);
+        self.run(&mut out, None, walk)?;
+        Ok(out)
+    }
+
+    /// The output into `out`, which must have its shape.
+    pub fn into(&self, out: &mut ArrayRef<A, D>, walk: impl Walk<A>) -> Result<(), GatherError> {
+        let dim = self.out_dim()?;
+        if out.shape() != dim.slice() {
+            return Err(GatherError::OutputShape {
+                op: self.op,
+                expected: dim.slice().to_vec(),
+                found: out.shape().to_vec(),
+            });
+        }
+        self.run(out, None, walk)
+    }
+
+    /// The output and its argmax, in fresh arrays.
+    pub fn with_arg(&self, walk: impl Walk<A>) -> Result<WithArg<A, D>, GatherError> {
+        let dim = self.out_dim()?;
+        let mut out = Array::zeros(dim.clone());
+        let mut arg = Array::zeros(dim);
+        self.run(&mut out, Some(&mut arg), walk)?;
+        Ok((out, arg))
+    }
+
+    fn run(
+        &self,
+        out: &mut ArrayRef<A, D>,
+        arg: Option<&mut ArrayRef<usize, D>>,
+        walk: impl Walk<A>,
+    ) -> Result<(), GatherError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        let (x, axis) = (self.x, self.axis);
+        let arg = match arg {
+            Some(a) if a.strides() != out.strides() => {
+                return Err(internal(self.op, "an argmax array of another layout"));
+            }
+            Some(a) => a.as_mut_ptr(),
+            None => std::ptr::null_mut(),
+        };
+        let mut lanes: Vec<Lane> = Vec::new();
+        for d in (0..x.ndim()).filter(|&d| d != axis && x.shape()[d] != 1) {
+            let next = Lane {
+                len: x.shape()[d],
+                x: x.strides()[d],
+                o: out.strides()[d],
+            };
+            match lanes.last_mut() {
+                // Merge a loop into the one outside it where they step as one.
+                Some(l) if l.x == next.x * next.len as isize && l.o == next.o * next.len as isize => {
+                    *l = Lane {
+                        len: l.len * next.len,
+                        ..next
+                    }
+                }
+                _ => lanes.push(next),
+            }
+        }
+        let lane = lanes.pop().unwrap_or(Lane { len: 1, x: 1, o: 1 });
+        let row_bytes = lanes.iter().map(|l| l.len).product::<usize>() * lane.len * size_of::<A>();
+        let g = Geometry {
+            x: x.as_ptr(),
+            x_step: x.strides()[axis],
+            rows: x.shape()[axis],
+            out: out.as_mut_ptr(),
+            o_step: out.strides()[axis],
+            segments: self.segments,
+            arg,
+            lane,
+            outer: lanes,
+        };
+        // The contract of `Geometry`: `x` and `out` are arrays of the same shape but along
+        // `axis` (`rows` and `segments` long), the lanes are their other dimensions, and
+        // the argmax array has the output's shape and strides; a mutable array's elements
+        // are distinct, so distinct segments' rows are.
+        let parallel = self.entries.saturating_mul(row_bytes);
+        walk(&g, &self.pooler, parallel)
+            .map_err(|BadIndex| internal(self.op, "an index out of range after the check"))
+    }
+}
+
+/// The jobs of a sorted walk gathering `bytes` bytes into `segments` segments.
+pub(crate) fn jobs(bytes: usize, segments: usize) -> usize {
+    reduce_jobs(bytes, segments)
+}
+
+/// The spans of a walk by ids gathering `bytes` bytes into `segments` segments.
+pub(crate) fn spans(bytes: usize, segments: usize) -> usize {
+    reduce_spans(bytes, segments)
+}
+
+/// An output and its argmax.
+pub(crate) type WithArg<A, D> = (Array<A, D>, Array<usize, D>);
+
+/// Where a gather-reduce writes.
+pub(crate) enum Out<'o, A, D> {
+    /// A fresh array.
+    Fresh,
+    /// The caller's array.
+    Into(&'o mut ArrayRef<A, D>),
+    /// Fresh arrays of the output and its argmax.
+    Arg,
+}
+
+/// What a gather-reduce returns, as [`Out`] asked.
+pub(crate) enum Done<A, D> {
+    Fresh(Array<A, D>),
+    Into,
+    Arg(Array<A, D>, Array<usize, D>),
+}
+
+impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
+    /// Writes where `out` says.
+    pub fn finish(&self, out: Out<'_, A, D>, walk: impl Walk<A>) -> Result<Done<A, D>, GatherError> {
+        Ok(match out {
+            Out::Fresh => Done::Fresh(self.fresh(walk)?),
+            Out::Into(o) => {
+                self.into(o, walk)?;
+                Done::Into
+            }
+            Out::Arg => {
+                let (o, a) = self.with_arg(walk)?;
+                Done::Arg(o, a)
+            }
+        })
+    }
+}
+
+/// A checked gather-reduce of `x` along `axis`, its positions' rows from `rows`.
+#[allow(clippy::too_many_arguments)]
+fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
+    op: &'static str,
+    x: &ArrayRef<A, D>,
+    axis: usize,
+    rows: &S,
+    positions: usize,
+    segs: Checked<'_, J>,
+    pool: Pool<'_, A>,
+    out: Out<'_, A, D>,
+) -> Result<Done<A, D>, GatherError> {
+    let frame = Frame::new(op, x, axis, segs.count(), pool, positions);
+    frame.finish(
+        out,
+        |g: &Geometry<A>, p: &Pooler<'_, A>, bytes: usize| match &segs {
+            Checked::Sorted(bounds, n) => sorted(
+                g,
+                &Positions {
+                    rows,
+                    bounds,
+                    len: positions,
+                },
+                p,
+                jobs(bytes, *n),
+            ),
+            Checked::Ids(ids, n) => by_ids(g, rows, ids.view(), p, spans(bytes, *n)),
+        },
+    )
+}
+
+/// `gather_reduce` and its `_into` / `_arg` forms.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gather_reduce<A: PoolElement, D: Dimension, I: GatherIndex, E: Dimension, J: GatherIndex>(
+    op: &'static str,
+    x: &ArrayRef<A, D>,
+    indices: &ArrayRef<I, E>,
+    segments: &Segments<'_, J>,
+    axis: isize,
+    pool: Pool<'_, A>,
+    out: Out<'_, A, D>,
+) -> Result<Done<A, D>, GatherError> {
+    let axis = normalize_axis(op, axis, x.ndim())?;
+    let mut keep = None;
+    let rows = Indexed::new(indices, &mut keep, axis, x.shape()[axis], pool.skip);
+    let positions = rows.len();
+    // Segments, then the pool, then the indices: the order of the arguments.
+    let segs = Checked::new(op, segments, positions)?;
+    check_pool(op, &pool, positions, matches!(out, Out::Arg))?;
+    rows.check(op)?;
+    reduce(op, x, axis, &rows, positions, segs, pool, out)
+}
+
+/// `segment_reduce` and its `_into` form.
+pub(crate) fn segment_reduce<A: PoolElement, D: Dimension, J: GatherIndex>(
+    op: &'static str,
+    x: &ArrayRef<A, D>,
+    segments: &Segments<'_, J>,
+    axis: isize,
+    pool: Pool<'_, A>,
+    out: Out<'_, A, D>,
+) -> Result<Done<A, D>, GatherError> {
+    let axis = normalize_axis(op, axis, x.ndim())?;
+    if let Some(v) = pool.skip {
+        return Err(GatherError::Pooling {
+            op,
+            pooling: pool.pooling,
+            detail: format!("cannot skip index {v}: segment_reduce reads no indices"),
+        });
+    }
+    let positions = x.shape()[axis];
+    let segs = Checked::new(op, segments, positions)?;
+    check_pool(op, &pool, positions, matches!(out, Out::Arg))?;
+    reduce(op, x, axis, &Identity, positions, segs, pool, out)
+}

@@ -1,0 +1,378 @@
+//! The gather-reduce kernel: each output segment's row is built by one thread, from its
+//! positions' input rows in position order (so the bits do not depend on the thread
+//! count), with the rows a few positions ahead prefetched. Two walks:
+//!
+//! - [`sorted`]: segments that are ranges of entries (offsets, starts, lengths, uniform
+//!   segments, or a plan's CSR): threads claim chunks of segments, and each segment's row
+//!   is accumulated in place (it stays in the L1 cache) and finished once;
+//! - [`by_ids`]: one segment id per position, in any order: each thread owns a span of
+//!   segments and walks every position, taking those whose id falls in its span (the
+//!   scatter's way: no atomics, no sorting, no memory but the span's tallies).
+//!
+//! Its rooms: this file (the row geometry and the walks), `pool` (what a pooling does to
+//! a row). Every offset it forms is an element by the contract of [`Geometry`].
+
+mod pool;
+
+use std::ops::Range;
+
+pub(crate) use self::pool::{Pooler, Tally};
+use super::BadIndex;
+use super::prefetch::{prefetch_block, prefetch_line};
+use super::schedule::run_jobs;
+use crate::index::GatherIndex;
+use crate::plan::policy::{REDUCE_AHEAD, REDUCE_PREFETCH_MAX_BYTES};
+use crate::pool::PoolElement;
+
+/// One loop of a row: its length and the strides (in elements) of input and output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Lane {
+    pub len: usize,
+    pub x: isize,
+    pub o: isize,
+}
+
+/// Where the rows are: the input's row `r` starts at `x + r·x_step`, the output's segment
+/// row `s` at `out + s·o_step` (its argmax row, if any, at `arg + s·o_step`), and a row is
+/// the loops `outer` (outermost first) around the innermost loop `lane`.
+///
+/// The contract every `unsafe` block of the kernel relies on (its builder in `call/`
+/// states it): for every `r < rows` and `s < segments`, every offset a row's loops form is
+/// an element of the input, the output (and the argmax output, which has the output's
+/// strides); distinct segments' rows share no element; the arrays outlive the kernel.
+pub(crate) struct Geometry<A> {
+    pub x: *const A,
+    pub x_step: isize,
+    pub rows: usize,
+    pub out: *mut A,
+    pub o_step: isize,
+    pub segments: usize,
+    pub arg: *mut usize,
+    pub lane: Lane,
+    pub outer: Vec<Lane>,
+}
+
+// SAFETY: the kernel's threads read the input and write disjoint segments of the output
+// (each segment is owned by one thread), so sharing the pointers is sharing `&[A]` and
+// disjoint `&mut [A]`, which `A: Send + Sync` allows.
+unsafe impl<A: Send + Sync> Sync for Geometry<A> {}
+
+impl<A> Geometry<A> {
+    /// The input row `r`.
+    #[inline(always)]
+    fn x_row(&self, r: usize) -> *const A {
+        self.x.wrapping_offset(r as isize * self.x_step)
+    }
+
+    /// The output (and argmax) row of segment `s`.
+    #[inline(always)]
+    fn out_row(&self, s: usize) -> (*mut A, *mut usize) {
+        let at = s as isize * self.o_step;
+        let arg = if self.arg.is_null() {
+            self.arg
+        } else {
+            self.arg.wrapping_offset(at)
+        };
+        (self.out.wrapping_offset(at), arg)
+    }
+
+    /// Asks for the row at `x` (the whole row when it is one contiguous lane).
+    #[inline(always)]
+    fn prefetch<B>(&self, x: *const B) {
+        if self.outer.is_empty() && self.lane.x == 1 {
+            prefetch_block(x, (self.lane.len * size_of::<B>()).min(REDUCE_PREFETCH_MAX_BYTES));
+        } else {
+            prefetch_line(x);
+        }
+    }
+
+    /// Calls `f` with the input and output offsets of each lane of a row.
+    #[inline(always)]
+    fn lanes(&self, mut f: impl FnMut(isize, isize)) {
+        if self.outer.is_empty() {
+            f(0, 0)
+        } else {
+            outer(&self.outer, 0, 0, &mut f)
+        }
+    }
+
+    /// `f(out, in)` for every element of the rows at `x` and `o`.
+    ///
+    /// # Safety
+    /// `x` and `o` are rows of the contract; no other thread touches the output row.
+    #[inline(always)]
+    pub(crate) unsafe fn each_lane(&self, x: *const A, o: *mut A, mut f: impl FnMut(&mut A, &A)) {
+        let l = self.lane;
+        self.lanes(|xo, oo| {
+            let (x, o) = (x.wrapping_offset(xo), o.wrapping_offset(oo));
+            if l.x == 1 && l.o == 1 {
+                // SAFETY: a contiguous lane of `l.len` elements of each row (the contract);
+                // the output row is this thread's alone.
+                let (x, o) = unsafe {
+                    (
+                        std::slice::from_raw_parts(x, l.len),
+                        std::slice::from_raw_parts_mut(o, l.len),
+                    )
+                };
+                for (o, x) in o.iter_mut().zip(x) {
+                    f(o, x);
+                }
+            } else {
+                for i in 0..l.len as isize {
+                    // SAFETY: element `i` of the lane (the contract).
+                    unsafe { f(&mut *o.offset(i * l.o), &*x.offset(i * l.x)) };
+                }
+            }
+        });
+    }
+
+    /// `f(out, arg, in)` for every element of the rows at `x`, `o` and `arg`.
+    ///
+    /// # Safety
+    /// As [`each_lane`](Self::each_lane); `arg` is the argmax row of `o`'s segment.
+    #[inline(always)]
+    pub(crate) unsafe fn each_lane_arg(
+        &self,
+        x: *const A,
+        o: *mut A,
+        arg: *mut usize,
+        mut f: impl FnMut(&mut A, &mut usize, &A),
+    ) {
+        let l = self.lane;
+        self.lanes(|xo, oo| {
+            for i in 0..l.len as isize {
+                // SAFETY: element `i` of the lane of each row (the contract; the argmax
+                // output has the output's strides).
+                unsafe {
+                    f(
+                        &mut *o.offset(oo + i * l.o),
+                        &mut *arg.offset(oo + i * l.o),
+                        &*x.offset(xo + i * l.x),
+                    )
+                };
+            }
+        });
+    }
+
+    /// `f(out, arg)` for every element of the output row at `o` (and argmax row at `arg`,
+    /// if not null).
+    ///
+    /// # Safety
+    /// As [`each_lane_arg`](Self::each_lane_arg).
+    #[inline(always)]
+    pub(crate) unsafe fn each_out(
+        &self,
+        o: *mut A,
+        arg: *mut usize,
+        mut f: impl FnMut(&mut A, Option<&mut usize>),
+    ) {
+        let l = self.lane;
+        self.lanes(|_, oo| {
+            for i in 0..l.len as isize {
+                let at = oo + i * l.o;
+                // SAFETY: element `i` of the lane of the rows (the contract).
+                unsafe {
+                    let a = if arg.is_null() {
+                        None
+                    } else {
+                        Some(&mut *arg.offset(at))
+                    };
+                    f(&mut *o.offset(at), a)
+                };
+            }
+        });
+    }
+}
+
+/// The odometer over a row's outer loops (rows of rank 3 and more, or strided layouts).
+fn outer(dims: &[Lane], x: isize, o: isize, f: &mut dyn FnMut(isize, isize)) {
+    match dims.split_first() {
+        None => f(x, o),
+        Some((d, rest)) => {
+            for i in 0..d.len as isize {
+                outer(rest, x + i * d.x, o + i * d.o, f);
+            }
+        }
+    }
+}
+
+/// The input row each position reads.
+pub(crate) trait Source: Sync {
+    /// Position `p`'s row: `Ok(None)` if the position is skipped, `Err` if its index is
+    /// out of range. `p` is below the number of positions.
+    fn row(&self, p: usize) -> Result<Option<usize>, BadIndex>;
+}
+
+/// Segments as ranges of entries, each entry a row and the position it came from.
+pub(crate) trait Entries: Sync {
+    /// The number of entries.
+    fn len(&self) -> usize;
+    /// Segment `s`'s entries (within `0..len()`).
+    fn segment(&self, s: usize) -> Range<usize>;
+    /// Entry `k`'s row and position (`Ok(None)`: skipped).
+    fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex>;
+}
+
+/// Where each segment's positions start and end, for segments that are ranges.
+#[derive(Debug)]
+pub(crate) enum Bounds<'a, J> {
+    /// `S + 1` checked offsets.
+    Offsets(ndarray::ArrayView1<'a, J>),
+    /// `S` checked starts, and the number of positions.
+    Starts(ndarray::ArrayView1<'a, J>, usize),
+    /// `S + 1` offsets computed from lengths.
+    Owned(Vec<usize>),
+    /// Segments of one length.
+    Uniform(usize),
+}
+
+impl<J: GatherIndex> Bounds<'_, J> {
+    /// Segment `s`'s positions (`s` below the count; the values were checked).
+    #[inline(always)]
+    pub fn get(&self, s: usize) -> Range<usize> {
+        let at = |v: &ndarray::ArrayView1<'_, J>, i: usize| v[i].to_i128() as usize;
+        match self {
+            Bounds::Offsets(o) => at(o, s)..at(o, s + 1),
+            Bounds::Starts(o, total) => at(o, s)..if s + 1 < o.len() { at(o, s + 1) } else { *total },
+            Bounds::Owned(o) => o[s]..o[s + 1],
+            Bounds::Uniform(len) => s * len..(s + 1) * len,
+        }
+    }
+}
+
+/// A call's own positions as entries: segments from `bounds`, rows from `rows`.
+pub(crate) struct Positions<'p, 'a, S, J> {
+    pub rows: &'p S,
+    pub bounds: &'p Bounds<'a, J>,
+    pub len: usize,
+}
+
+impl<S: Source, J: GatherIndex> Entries for Positions<'_, '_, S, J> {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.len
+    }
+    #[inline(always)]
+    fn segment(&self, s: usize) -> Range<usize> {
+        self.bounds.get(s)
+    }
+    #[inline(always)]
+    fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex> {
+        Ok(self.rows.row(k)?.map(|r| (r, k)))
+    }
+}
+
+/// Builds every segment of `e` into `g`'s output in `jobs` chunks of segments (claimed by
+/// the calling thread and the rayon pool).
+pub(crate) fn sorted<A: PoolElement, E: Entries>(
+    g: &Geometry<A>,
+    e: &E,
+    p: &Pooler<'_, A>,
+    jobs: usize,
+) -> Result<(), BadIndex> {
+    let n = g.segments;
+    let per = n.div_ceil(jobs.max(1)).max(1);
+    let chunks = n.div_ceil(per);
+    let job = |c: usize| {
+        for s in c * per..((c + 1) * per).min(n) {
+            // SAFETY: `s < segments`, and this job alone builds segment `s`.
+            unsafe { segment(g, e, p, s)? };
+        }
+        Ok(())
+    };
+    if chunks <= 1 {
+        (0..chunks).try_for_each(job)
+    } else {
+        run_jobs(chunks, false, job).finish()
+    }
+}
+
+/// Builds segment `s`.
+///
+/// # Safety
+/// `s < g.segments`, and no other thread touches segment `s`.
+#[inline(always)]
+unsafe fn segment<A: PoolElement, E: Entries>(
+    g: &Geometry<A>,
+    e: &E,
+    p: &Pooler<'_, A>,
+    s: usize,
+) -> Result<(), BadIndex> {
+    let (o, arg) = g.out_row(s);
+    let mut tally = Tally::new();
+    let total = e.len();
+    for k in e.segment(s) {
+        let ahead = k + REDUCE_AHEAD;
+        if ahead < total
+            && let Ok(Some((r, _))) = e.entry(ahead)
+        {
+            g.prefetch(g.x_row(r));
+        }
+        let Some((r, pos)) = e.entry(k)? else { continue };
+        if r >= g.rows {
+            return Err(BadIndex);
+        }
+        // SAFETY: `r < rows` and `s < segments` (the contract); segment `s` is ours.
+        unsafe { p.add(g, g.x_row(r), o, arg, pos, &mut tally) };
+    }
+    // SAFETY: as above.
+    unsafe { p.finish(g, o, arg, &tally) };
+    Ok(())
+}
+
+/// Builds every segment from one id per position (`ids`, checked to be below the segment
+/// count), in `spans` spans of segments, each walking every position.
+pub(crate) fn by_ids<A: PoolElement, S: Source, J: GatherIndex>(
+    g: &Geometry<A>,
+    rows: &S,
+    ids: ndarray::ArrayView1<'_, J>,
+    p: &Pooler<'_, A>,
+    spans: usize,
+) -> Result<(), BadIndex> {
+    let n = g.segments;
+    let per = n.div_ceil(spans.max(1)).max(1);
+    let chunks = n.div_ceil(per);
+    let positions = ids.len();
+    let job = |c: usize| {
+        let span = c * per..((c + 1) * per).min(n);
+        let mut tallies: Vec<Tally<A>> = span.clone().map(|_| Tally::new()).collect();
+        let id = |q: usize| {
+            let v = ids[q].to_i128();
+            if v >= span.start as i128 && v < span.end as i128 {
+                Some(v as usize)
+            } else {
+                None
+            }
+        };
+        for q in 0..positions {
+            let ahead = q + REDUCE_AHEAD;
+            if ahead < positions
+                && let Some(s) = id(ahead)
+                && let Ok(Some(r)) = rows.row(ahead)
+            {
+                g.prefetch(g.x_row(r));
+                g.prefetch(g.out_row(s).0);
+            }
+            let Some(s) = id(q) else { continue };
+            let Some(r) = rows.row(q)? else { continue };
+            if r >= g.rows {
+                return Err(BadIndex);
+            }
+            let (o, arg) = g.out_row(s);
+            // SAFETY: `r < rows`, `s` in this job's span, below `segments` (the contract);
+            // the span's segments are this job's alone.
+            unsafe { p.add(g, g.x_row(r), o, arg, q, &mut tallies[s - span.start]) };
+        }
+        for (s, tally) in span.clone().zip(&tallies) {
+            let (o, arg) = g.out_row(s);
+            // SAFETY: as above.
+            unsafe { p.finish(g, o, arg, tally) };
+        }
+        Ok(())
+    };
+    if chunks <= 1 {
+        (0..chunks).try_for_each(job)
+    } else {
+        run_jobs(chunks, false, job).finish()
+    }
+}

@@ -1,0 +1,248 @@
+//! How a gather-reduce pools each segment's rows: [`Pooling`] (the reduction), [`Pool`]
+//! (a pooling with its per-position weights, skipped index and fill), and
+//! [`PoolElement`], the element types it works on.
+
+use std::fmt;
+use std::str::FromStr;
+
+use ndarray::{ArrayView1, AsArray};
+use num_traits::{FromPrimitive, NumAssign, ToPrimitive};
+
+/// The element types a gather-reduce works on: every primitive number (`f32`, `f64`, the
+/// signed and unsigned integers), and any type with the same arithmetic from num-traits.
+///
+/// Integer overflow behaves as the scatter's [`Add`](crate::reduce::Add) and
+/// [`Mul`](crate::reduce::Mul) do: Rust's arithmetic (a panic in debug builds, wrapping in
+/// release builds).
+///
+/// ```
+/// use ndarray_gather::PoolElement;
+/// fn pools<A: PoolElement>() {}
+/// pools::<f32>();
+/// pools::<u8>();
+/// ```
+pub trait PoolElement: Clone + NumAssign + FromPrimitive + ToPrimitive + PartialOrd + Send + Sync {}
+
+impl<A: Clone + NumAssign + FromPrimitive + ToPrimitive + PartialOrd + Send + Sync> PoolElement for A {}
+
+/// How the rows of a segment combine into its output row (torch's `mode`, TF's
+/// `combiner`, torch_scatter's `reduce`).
+///
+/// Each output element combines its segment's positions one at a time, in increasing
+/// position order, so results are the same bits on any number of threads:
+///
+/// - `Sum`: `0 + x₀ + x₁ + …` (weighted: `0 + w₀·x₀ + …`);
+/// - `Mean`: the sum divided by the count of positions (weighted: by `Σ w`, TF's weighted
+///   mean); integers truncate;
+/// - `Max` / `Min`: a strictly greater (smaller) value or a NaN replaces, so ties keep the
+///   first position and a NaN stays;
+/// - `Prod`: `x₀ · x₁ · …`;
+/// - `SqrtN`: the sum divided by `sqrt(count)` (weighted: by `sqrt(Σ w²)`, TF's
+///   `"sqrtn"`), the square root taken in `f64` (for integers, truncated).
+///
+/// An empty segment (or one whose positions are all skipped) gets the pool's fill,
+/// `A::zero()` unless [`.fill`](Pooling::fill) says otherwise. A division by zero (a
+/// weighted `Mean` whose weights sum to zero) gives IEEE infinities or NaN for floats and
+/// zero for integers. Names parse (`FromStr`) as torch, TF and ONNX spell them: `"sum"`,
+/// `"mean"`, `"max"` / `"amax"`, `"min"` / `"amin"`, `"prod"`, `"sqrtn"`.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+///
+/// let x = array![[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]];
+/// let bags = Segments::offsets(&[0, 2, 3]);
+/// assert_eq!(x.segment_reduce(bags.clone(), 0, Pooling::Sum)?, array![[4.0, 6.0], [5.0, 6.0]]);
+/// let mode: Pooling = "mean".parse()?;
+/// assert_eq!(x.segment_reduce(bags, 0, mode)?, array![[2.0, 3.0], [5.0, 6.0]]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pooling {
+    /// The sum (torch `mode="sum"`, `index_add_`, TF `segment_sum`).
+    Sum,
+    /// The sum divided by the count, or by the weights' sum (torch `mode="mean"`).
+    Mean,
+    /// The largest value (torch `mode="max"`, `amax`); a NaN stays.
+    Max,
+    /// The smallest value (torch `amin`); a NaN stays.
+    Min,
+    /// The product (torch `prod`).
+    Prod,
+    /// The sum divided by the square root of the count (TF `combiner="sqrtn"`).
+    SqrtN,
+}
+
+impl Pooling {
+    /// This pooling weighted: position `p`'s row is multiplied by `weights[p]` (torch's
+    /// `per_sample_weights`, a graph's edge weights). One weight per position; weights
+    /// with `Max`, `Min` or `Prod` are an error when the pool is used (as in torch).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let table = array![[1.0, 1.0], [2.0, 2.0]];
+    /// let w = [0.5, 2.0];
+    /// let bag = table.gather_reduce(&[0, 1], Segments::uniform(2), 0, Pooling::Sum.weighted(&w))?;
+    /// assert_eq!(bag, array![[4.5, 4.5]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn weighted<'w, A: 'w>(self, weights: impl AsArray<'w, A>) -> Pool<'w, A> {
+        Pool::from(self).weighted(weights)
+    }
+
+    /// This pooling with positions whose index equals `value` skipped: they contribute
+    /// nothing and are not counted (torch's `padding_idx`, FBGEMM's `-1` for pruned rows).
+    /// Every other index must be in range.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let table = array![[0.0], [2.0], [4.0]];
+    /// let bag = table.gather_reduce(&[0, 2, 0, 1], Segments::uniform(4), 0, Pooling::Mean.skip(0))?;
+    /// assert_eq!(bag, array![[3.0]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn skip<'w, A>(self, value: i64) -> Pool<'w, A> {
+        Pool::from(self).skip(value)
+    }
+
+    /// This pooling with `value` for empty segments (instead of zero):
+    /// `.fill(f32::NEG_INFINITY)` gives `torch.segment_reduce`'s empty maxima.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let x = array![1.0_f32, 5.0];
+    /// let m = x.segment_reduce(Segments::lengths(&[2, 0]), 0, Pooling::Max.fill(f32::NEG_INFINITY))?;
+    /// assert_eq!(m, array![5.0, f32::NEG_INFINITY]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub fn fill<'w, A>(self, value: A) -> Pool<'w, A> {
+        Pool::from(self).fill(value)
+    }
+
+    /// The name `FromStr` parses (torch's and TF's spelling).
+    pub fn name(self) -> &'static str {
+        match self {
+            Pooling::Sum => "sum",
+            Pooling::Mean => "mean",
+            Pooling::Max => "max",
+            Pooling::Min => "min",
+            Pooling::Prod => "prod",
+            Pooling::SqrtN => "sqrtn",
+        }
+    }
+}
+
+impl fmt::Display for Pooling {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A pooling name that [`Pooling`]'s `FromStr` does not know; it names the string.
+///
+/// ```
+/// use ndarray_gather::prelude::*;
+/// let err = "average".parse::<Pooling>().unwrap_err();
+/// assert!(err.to_string().contains("\"average\""));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown pooling {0:?} (expected \"sum\", \"mean\", \"max\", \"min\", \"prod\", \"amax\", \"amin\" \
+     or \"sqrtn\")"
+)]
+pub struct ParsePoolingError(pub String);
+
+impl FromStr for Pooling {
+    type Err = ParsePoolingError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "sum" => Ok(Pooling::Sum),
+            "mean" => Ok(Pooling::Mean),
+            "max" | "amax" => Ok(Pooling::Max),
+            "min" | "amin" => Ok(Pooling::Min),
+            "prod" => Ok(Pooling::Prod),
+            "sqrtn" => Ok(Pooling::SqrtN),
+            _ => Err(ParsePoolingError(s.to_string())),
+        }
+    }
+}
+
+/// A [`Pooling`] with its options: per-position weights, an index value to skip, and the
+/// value of empty segments. Made by [`Pooling`]'s `weighted`, `skip` and `fill` (which
+/// chain on `Pool` again, in any order) or from a bare `Pooling` (`Pool: From<Pooling>`):
+/// every method takes `impl Into<Pool>`.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+///
+/// let table = array![[1.0], [2.0], [3.0]];
+/// let w = array![1.0, 3.0, 1.0, 1.0];
+/// // torch: F.embedding_bag(idx, table, offsets, mode="sum", per_sample_weights=w, padding_idx=0)
+/// let pool = Pooling::Sum.weighted(&w).skip(0).fill(-1.0);
+/// let bags = table.gather_reduce(&[2, 1, 0, 0], Segments::starts(&[0, 2, 2]), 0, pool)?;
+/// assert_eq!(bags, array![[9.0], [-1.0], [-1.0]]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct Pool<'w, A> {
+    pub(crate) pooling: Pooling,
+    pub(crate) weights: Option<ArrayView1<'w, A>>,
+    pub(crate) skip: Option<i64>,
+    pub(crate) fill: Option<A>,
+}
+
+impl<A> From<Pooling> for Pool<'_, A> {
+    fn from(pooling: Pooling) -> Self {
+        Pool {
+            pooling,
+            weights: None,
+            skip: None,
+            fill: None,
+        }
+    }
+}
+
+impl<'w, A> Pool<'w, A> {
+    /// The pooling.
+    pub fn pooling(&self) -> Pooling {
+        self.pooling
+    }
+
+    /// See [`Pooling::weighted`].
+    pub fn weighted<'v>(self, weights: impl AsArray<'v, A>) -> Pool<'v, A>
+    where
+        A: 'v,
+        'w: 'v,
+    {
+        Pool {
+            pooling: self.pooling,
+            weights: Some(weights.into()),
+            skip: self.skip,
+            fill: self.fill,
+        }
+    }
+
+    /// See [`Pooling::skip`].
+    pub fn skip(self, value: i64) -> Self {
+        Pool {
+            skip: Some(value),
+            ..self
+        }
+    }
+
+    /// See [`Pooling::fill`].
+    pub fn fill(self, value: A) -> Self {
+        Pool {
+            fill: Some(value),
+            ..self
+        }
+    }
+}

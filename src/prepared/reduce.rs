@@ -1,0 +1,284 @@
+//! [`GatherReducePlan`]: a gather-reduce's indices checked and resolved, and its segments
+//! sorted into CSR, once, for many inputs (a graph's every layer and epoch).
+
+use std::ops::Range;
+
+use ndarray::{Array, ArrayRef, Dimension};
+
+use crate::axis::{AxisArg, normalize_axis};
+use crate::call::reduce::{Checked, Done, Frame, Indexed, Out, check_pool, jobs};
+use crate::error::{GatherError, internal};
+use crate::index::GatherIndex;
+use crate::indices::IndexArray;
+use crate::kernel::BadIndex;
+use crate::kernel::reduce::{Entries, Geometry, Pooler, Source, sorted};
+use crate::pool::{Pool, PoolElement};
+use crate::segments::Segments;
+
+/// A prepared gather-reduce: the indices checked and resolved, and the positions sorted
+/// by segment (counting sort: `ids` become CSR) once, when the plan is made; then applied
+/// to any input of the plan's shape with any pooling, weights and fill. PyG caches its
+/// sorted adjacency for the same reason, and `torch.sparse.mm` takes a CSR matrix.
+///
+/// Applying a plan gives the same bits as the method call it was made from.
+/// `Clone + Debug + Send + Sync`, with no lifetime: it owns its arrays (two `usize` per
+/// position and one per segment).
+///
+/// ```
+/// use ndarray::{Array2, array};
+/// use ndarray_gather::prelude::*;
+///
+/// // A graph of 3 nodes: edges src -> dst.
+/// let (src, dst) = ([0, 1, 2, 0], [1, 1, 0, 2]);
+/// let plan = GatherReducePlan::new(&[3, 2], &src, Segments::ids(&dst, 3), 0)?;
+/// let x = array![[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]];
+/// let mut h = Array2::zeros((3, 2));
+/// plan.apply_into(&x, Pooling::Sum, &mut h)?;
+/// assert_eq!(h, x.gather_reduce(&src, Segments::ids(&dst, 3), 0, Pooling::Sum)?);
+/// assert_eq!(plan.apply(&x, Pooling::Max)?, array![[1.0, 1.0], [1.0, 1.0], [1.0, 0.0]]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatherReducePlan {
+    shape: Vec<usize>,
+    axis: usize,
+    positions: usize,
+    skip: Option<i64>,
+    /// Segment `s`'s entries are `offsets[s]..offsets[s + 1]`.
+    offsets: Vec<usize>,
+    /// Each entry's input row, and the position it came from (increasing within a segment).
+    rows: Vec<usize>,
+    pos: Vec<usize>,
+}
+
+impl GatherReducePlan {
+    /// A plan for [`gather_reduce`](crate::GatherReduceExt::gather_reduce) of inputs of
+    /// shape `shape` with these indices, segments and axis.
+    ///
+    /// # Errors
+    /// As `gather_reduce`'s (but the pool's): the axis, the segments, the indices; and
+    /// [`SizeOverflow`](GatherError::SizeOverflow) if the plan cannot be allocated.
+    pub fn new<I: GatherIndex, E: Dimension, J: GatherIndex>(
+        shape: &[usize],
+        indices: impl IndexArray<I, E>,
+        segments: Segments<'_, J>,
+        axis: impl AxisArg,
+    ) -> Result<Self, GatherError> {
+        Self::build(
+            "GatherReducePlan::new",
+            shape,
+            indices,
+            None,
+            segments,
+            axis.signed(),
+        )
+    }
+
+    /// [`new`](Self::new) for a pool that skips index value `skip` (`.skip(skip)`): such
+    /// positions are left out of the plan, and every other index must be in range.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new_skipping(&[3, 1], &[2, 0, 1, 0], 0, Segments::uniform(2), 0)?;
+    /// let table = array![[10.0], [20.0], [30.0]];
+    /// assert_eq!(plan.apply(&table, Pooling::Mean.skip(0))?, array![[30.0], [20.0]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn new_skipping<I: GatherIndex, E: Dimension, J: GatherIndex>(
+        shape: &[usize],
+        indices: impl IndexArray<I, E>,
+        skip: i64,
+        segments: Segments<'_, J>,
+        axis: impl AxisArg,
+    ) -> Result<Self, GatherError> {
+        Self::build(
+            "GatherReducePlan::new_skipping",
+            shape,
+            indices,
+            Some(skip),
+            segments,
+            axis.signed(),
+        )
+    }
+
+    fn build<I: GatherIndex, E: Dimension, J: GatherIndex>(
+        op: &'static str,
+        shape: &[usize],
+        indices: impl IndexArray<I, E>,
+        skip: Option<i64>,
+        segments: Segments<'_, J>,
+        axis: isize,
+    ) -> Result<Self, GatherError> {
+        let axis = normalize_axis(op, axis, shape.len())?;
+        indices.with_ref(op, |ix| {
+            let mut keep = None;
+            let rows = Indexed::new(ix, &mut keep, axis, shape[axis], skip);
+            let positions = rows.len();
+            let segs = Checked::new(op, &segments, positions)?;
+            rows.check(op)?;
+            let row = |p| {
+                rows.row(p)
+                    .map_err(|BadIndex| internal(op, "an index out of range after the check"))
+            };
+            let (mut offsets, mut entries, mut pos) = (Vec::new(), Vec::new(), Vec::new());
+            let grow = |v: &mut Vec<usize>, n: usize| {
+                v.try_reserve_exact(n)
+                    .map_err(|_| GatherError::SizeOverflow { op, shape: vec![n] })
+            };
+            grow(&mut offsets, segs.count() + 1)?;
+            grow(&mut entries, positions)?;
+            grow(&mut pos, positions)?;
+            offsets.push(0);
+            match &segs {
+                Checked::Sorted(bounds, n) => {
+                    for s in 0..*n {
+                        for p in bounds.get(s) {
+                            if let Some(r) = row(p)? {
+                                entries.push(r);
+                                pos.push(p);
+                            }
+                        }
+                        offsets.push(entries.len());
+                    }
+                }
+                Checked::Ids(ids, n) => {
+                    // Counting sort, stable: each segment's entries in position order.
+                    let id = |p: usize| ids[p].to_i128() as usize;
+                    let mut counts = vec![0usize; *n];
+                    for p in 0..positions {
+                        if row(p)?.is_some() {
+                            counts[id(p)] += 1;
+                        }
+                    }
+                    let mut at = 0;
+                    for c in &mut counts {
+                        offsets.push(at + *c);
+                        (at, *c) = (at + *c, at);
+                    }
+                    entries.resize(at, 0);
+                    pos.resize(at, 0);
+                    for p in 0..positions {
+                        if let Some(r) = row(p)? {
+                            let c = &mut counts[id(p)];
+                            (entries[*c], pos[*c]) = (r, p);
+                            *c += 1;
+                        }
+                    }
+                }
+            }
+            Ok(GatherReducePlan {
+                shape: shape.to_vec(),
+                axis,
+                positions,
+                skip,
+                offsets,
+                rows: entries,
+                pos,
+            })
+        })
+    }
+
+    /// The input shape the plan was made for.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The number of segments (the output's length along the axis).
+    pub fn segments(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// The number of positions (the indices' length; weights need one each).
+    pub fn positions(&self) -> usize {
+        self.positions
+    }
+
+    /// The gather-reduce of `x` (of the plan's shape) with `pool`, in a fresh array.
+    ///
+    /// # Errors
+    /// [`InputShape`](GatherError::InputShape) if `x` has another shape;
+    /// [`Weights`](GatherError::Weights) and [`Pooling`](GatherError::Pooling) as the
+    /// methods', and a `Pooling` error if the pool's `.skip` differs from the plan's.
+    pub fn apply<'w, A: PoolElement + 'w, D: Dimension>(
+        &self,
+        x: &ArrayRef<A, D>,
+        pool: impl Into<Pool<'w, A>>,
+    ) -> Result<Array<A, D>, GatherError> {
+        match self.run("GatherReducePlan::apply", x, pool.into(), Out::Fresh)? {
+            Done::Fresh(out) => Ok(out),
+            _ => Err(internal(
+                "GatherReducePlan::apply",
+                "a fresh output was asked for",
+            )),
+        }
+    }
+
+    /// [`apply`](Self::apply) into `out`, which must have the output's shape (any
+    /// layout): the plan's way to run with no allocation but per-call tallies. On `Err`,
+    /// `out` is unchanged.
+    ///
+    /// # Errors
+    /// As `apply`, and [`OutputShape`](GatherError::OutputShape).
+    pub fn apply_into<'w, A: PoolElement + 'w, D: Dimension>(
+        &self,
+        x: &ArrayRef<A, D>,
+        pool: impl Into<Pool<'w, A>>,
+        out: &mut ArrayRef<A, D>,
+    ) -> Result<(), GatherError> {
+        self.run("GatherReducePlan::apply_into", x, pool.into(), Out::Into(out))
+            .map(|_| ())
+    }
+
+    fn run<A: PoolElement, D: Dimension>(
+        &self,
+        op: &'static str,
+        x: &ArrayRef<A, D>,
+        pool: Pool<'_, A>,
+        out: Out<'_, A, D>,
+    ) -> Result<Done<A, D>, GatherError> {
+        if x.shape() != self.shape {
+            return Err(GatherError::InputShape {
+                op,
+                expected: self.shape.clone(),
+                found: x.shape().to_vec(),
+            });
+        }
+        if pool.skip.is_some() && pool.skip != self.skip {
+            return Err(GatherError::Pooling {
+                op,
+                pooling: pool.pooling,
+                detail: format!(
+                    "skips index {:?}, but the plan was made to skip {:?} (GatherReducePlan::new_skipping)",
+                    pool.skip, self.skip
+                ),
+            });
+        }
+        check_pool(op, &pool, self.positions, matches!(out, Out::Arg))?;
+        let mut frame = Frame::new(op, x, self.axis, self.segments(), pool, self.positions);
+        frame.entries = self.rows.len();
+        let n = self.segments();
+        frame.finish(out, |g: &Geometry<A>, p: &Pooler<'_, A>, bytes: usize| {
+            sorted(g, self, p, jobs(bytes, n))
+        })
+    }
+}
+
+impl Entries for GatherReducePlan {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+    #[inline(always)]
+    fn segment(&self, s: usize) -> Range<usize> {
+        self.offsets[s]..self.offsets[s + 1]
+    }
+    #[inline(always)]
+    fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex> {
+        Ok(Some((self.rows[k], self.pos[k])))
+    }
+}
