@@ -546,6 +546,9 @@ pub(crate) fn segment_reduce<A: PoolElement, D: Dimension, J: GatherIndex>(
     out: Out<'_, A, D>,
 ) -> Result<Done<A, D>, GatherError> {
     let axis = normalize_axis(op, axis, x.ndim())?;
+    let positions = x.shape()[axis];
+    let segs = Checked::new(op, segments, positions)?;
+    check_pool(op, &pool, positions, matches!(out, Out::Arg))?;
     if let Some(v) = pool.skip {
         return Err(GatherError::Pooling {
             op,
@@ -553,8 +556,5 @@ pub(crate) fn segment_reduce<A: PoolElement, D: Dimension, J: GatherIndex>(
             detail: format!("cannot skip index {v}: segment_reduce reads no indices"),
         });
     }
-    let positions = x.shape()[axis];
-    let segs = Checked::new(op, segments, positions)?;
-    check_pool(op, &pool, positions, matches!(out, Out::Arg))?;
     reduce(op, x, axis, &Identity, positions, segs, pool, out)
 }

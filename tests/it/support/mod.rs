@@ -6,5 +6,6 @@ pub mod cases;
 pub mod generate;
 pub mod layouts;
 pub mod plans;
+pub mod pooling;
 pub mod reference;
 pub mod threads;
