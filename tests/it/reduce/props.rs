@@ -59,7 +59,7 @@ fn segments(p: usize, kind: u8, r: &[u64], spoil: Option<u64>) -> Seg {
             Seg::Lengths(o.windows(2).map(|w| w[1] - w[0]).collect())
         }
         3 => {
-            let divs: Vec<usize> = (1..=p.max(1)).filter(|d| p % d == 0).collect();
+            let divs: Vec<usize> = (1..=p.max(1)).filter(|&d| p.is_multiple_of(d)).collect();
             Seg::Uniform(divs[r[2] as usize % divs.len()])
         }
         _ => Seg::Ids(

@@ -6,6 +6,8 @@ pub mod cases;
 pub mod generate;
 pub mod layouts;
 pub mod plans;
+// Only the gather-reduce binary (tests/reduce.rs) uses it.
+#[allow(dead_code)]
 pub mod pooling;
 pub mod reference;
 pub mod threads;

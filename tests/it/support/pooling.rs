@@ -133,7 +133,7 @@ pub fn segment_of(seg: &Seg, positions: usize) -> Result<(Vec<Option<usize>>, us
             Ok((of, l.len()))
         }
         Seg::Uniform(len) => {
-            if *len == 0 || positions % len != 0 {
+            if *len == 0 || !positions.is_multiple_of(*len) {
                 return bad(0, *len as i64);
             }
             for (q, o) in of.iter_mut().enumerate() {
