@@ -250,6 +250,17 @@ impl<I: GatherIndex> Source for Indexed<'_, I> {
         }
         v.resolve_raise(self.axis_len).map(Some).ok_or(BadIndex)
     }
+
+    #[inline(always)]
+    fn peek(&self, p: usize) -> usize {
+        // A negative index counts from the end; a bad one gives some row to prefetch.
+        let v = self.idx[p].to_i128() as isize;
+        (if v < 0 {
+            v.wrapping_add(self.axis_len as isize)
+        } else {
+            v
+        }) as usize
+    }
 }
 
 /// `segment_reduce`'s rows: position `p` is the input's row `p`.
@@ -259,6 +270,11 @@ impl Source for Identity {
     #[inline(always)]
     fn row(&self, p: usize) -> Result<Option<usize>, BadIndex> {
         Ok(Some(p))
+    }
+
+    #[inline(always)]
+    fn peek(&self, p: usize) -> usize {
+        p
     }
 }
 

@@ -35,6 +35,7 @@
 
 mod bounds;
 mod gather;
+pub(crate) mod isa;
 mod prefetch;
 pub(crate) mod reduce;
 mod scatter;

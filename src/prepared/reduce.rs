@@ -281,4 +281,8 @@ impl Entries for GatherReducePlan {
     fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex> {
         Ok(Some((self.rows[k], self.pos[k])))
     }
+    #[inline(always)]
+    fn peek(&self, k: usize) -> usize {
+        self.rows[k]
+    }
 }

@@ -9,55 +9,10 @@
 use std::mem::MaybeUninit;
 
 use crate::index::{GatherIndex, Resolve};
+pub(crate) use crate::kernel::isa::Isa;
 use crate::kernel::prefetch::{next_row_share, prefetch_block};
 use crate::kernel::store::store;
 use crate::plan::policy::{ELEMENT_CHUNK_BYTES, ROW_CHUNK};
-
-/// The instruction sets the element loop is compiled for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Isa {
-    /// Whatever the target's baseline is.
-    Base,
-    /// x86-64 with AVX2.
-    #[cfg(target_arch = "x86_64")]
-    Avx2,
-    /// x86-64 with AVX-512 F, VL, DQ and BW.
-    #[cfg(target_arch = "x86_64")]
-    Avx512,
-}
-
-impl Isa {
-    /// The widest variant this CPU runs.
-    pub fn detect() -> Isa {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::is_x86_feature_detected as has;
-            if has!("avx512f") && has!("avx512vl") && has!("avx512dq") && has!("avx512bw") {
-                return Isa::Avx512;
-            }
-            if has!("avx2") {
-                return Isa::Avx2;
-            }
-        }
-        Isa::Base
-    }
-
-    /// Every variant this CPU runs, narrowest first (for tests).
-    #[cfg(test)]
-    pub fn all_available() -> Vec<Isa> {
-        let mut v = vec![Isa::Base];
-        #[cfg(target_arch = "x86_64")]
-        {
-            if std::arch::is_x86_feature_detected!("avx2") {
-                v.push(Isa::Avx2);
-            }
-            if Isa::detect() == Isa::Avx512 {
-                v.push(Isa::Avx512);
-            }
-        }
-        v
-    }
-}
 
 /// One gathered axis over a run of contiguous output elements.
 #[derive(Clone, Copy)]

@@ -13,11 +13,13 @@
 //! a row). Every offset it forms is an element by the contract of [`Geometry`].
 
 mod pool;
+mod runs;
 
 use std::ops::Range;
 
 pub(crate) use self::pool::{Pooler, Tally};
 use super::BadIndex;
+use super::isa::Isa;
 use super::prefetch::{prefetch_block, prefetch_line};
 use super::schedule::run_jobs;
 use crate::index::GatherIndex;
@@ -201,6 +203,8 @@ pub(crate) trait Source: Sync {
     /// Position `p`'s row: `Ok(None)` if the position is skipped, `Err` if its index is
     /// out of range. `p` is below the number of positions.
     fn row(&self, p: usize) -> Result<Option<usize>, BadIndex>;
+    /// Position `p`'s row if its index is good, else anything (for a prefetch).
+    fn peek(&self, p: usize) -> usize;
 }
 
 /// Segments as ranges of entries, each entry a row and the position it came from.
@@ -211,6 +215,8 @@ pub(crate) trait Entries: Sync {
     fn segment(&self, s: usize) -> Range<usize>;
     /// Entry `k`'s row and position (`Ok(None)`: skipped).
     fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex>;
+    /// Entry `k`'s row if its index is good, else anything (for a prefetch: unchecked).
+    fn peek(&self, k: usize) -> usize;
 }
 
 /// Where each segment's positions start and end, for segments that are ranges.
@@ -260,6 +266,10 @@ impl<S: Source, J: GatherIndex> Entries for Positions<'_, '_, S, J> {
     fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex> {
         Ok(self.rows.row(k)?.map(|r| (r, k)))
     }
+    #[inline(always)]
+    fn peek(&self, k: usize) -> usize {
+        self.rows.peek(k)
+    }
 }
 
 /// Builds every segment of `e` into `g`'s output in `jobs` chunks of segments (claimed by
@@ -273,8 +283,17 @@ pub(crate) fn sorted<A: PoolElement, E: Entries>(
     let n = g.segments;
     let per = n.div_ceil(jobs.max(1)).max(1);
     let chunks = n.div_ceil(per);
+    // Rows that are single runs go through the slice loop of `runs`.
+    let runs = g.outer.is_empty() && g.lane.x == 1 && g.lane.o == 1 && g.arg.is_null();
+    let isa = if runs { Isa::detect() } else { Isa::Base };
     let job = |c: usize| {
-        for s in c * per..((c + 1) * per).min(n) {
+        let segs = c * per..((c + 1) * per).min(n);
+        if runs {
+            // SAFETY: single-run rows without argmax, `isa` detected on this CPU, and
+            // this job alone builds these segments (below `segments`).
+            return unsafe { runs::segments(isa, g, e, p, segs) };
+        }
+        for s in segs {
             // SAFETY: `s < segments`, and this job alone builds segment `s`.
             unsafe { segment(g, e, p, s)? };
         }
@@ -303,10 +322,8 @@ unsafe fn segment<A: PoolElement, E: Entries>(
     let total = e.len();
     for k in e.segment(s) {
         let ahead = k + REDUCE_AHEAD;
-        if ahead < total
-            && let Ok(Some((r, _))) = e.entry(ahead)
-        {
-            g.prefetch(g.x_row(r));
+        if ahead < total {
+            g.prefetch(g.x_row(e.peek(ahead)));
         }
         let Some((r, pos)) = e.entry(k)? else { continue };
         if r >= g.rows {
@@ -348,9 +365,8 @@ pub(crate) fn by_ids<A: PoolElement, S: Source, J: GatherIndex>(
             let ahead = q + REDUCE_AHEAD;
             if ahead < positions
                 && let Some(s) = id(ahead)
-                && let Ok(Some(r)) = rows.row(ahead)
             {
-                g.prefetch(g.x_row(r));
+                g.prefetch(g.x_row(rows.peek(ahead)));
                 g.prefetch(g.out_row(s).0);
             }
             let Some(s) = id(q) else { continue };

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Median times of the gather-reduce workloads B1-B4, G1-G4, R1 in PyTorch (CPU, 1 and 2
+intra-op threads), one line each: `id peer median_ns` with peer `torch1` / `torch2`, as
+examples/reduce_workloads.rs prints the crate's. The data has the workloads' shapes and
+distributions (seeded; not the crate's very values).
+
+  B*  F.embedding_bag(idx, table, offsets, mode=..., per_sample_weights=w)
+  G1  zeros.index_add_(0, dst, x.index_select(0, src))
+  G2  zeros.index_reduce_(0, dst, x[src], "mean", include_self=False)
+  G3  zeros.index_reduce_(0, dst, x[src], "amax", include_self=False) (no argmax in torch)
+  G4  torch.sparse.mm(adjacency as CSR, built once, untimed; `torch_build` times it), x)
+  R1  torch.segment_reduce(data, "sum", lengths=l)
+"""
+
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+rng = np.random.default_rng(20261126)
+WIDTH = 64
+
+
+def median_ns(call, budget=1.5):
+    call()
+    times = []
+    start = time.perf_counter()
+    while len(times) < 5 or (time.perf_counter() - start < budget and len(times) < 10_000):
+        t = time.perf_counter_ns()
+        call()
+        times.append(time.perf_counter_ns() - t)
+    times.sort()
+    return float(times[len(times) // 2])
+
+
+def table(rows):
+    return torch.from_numpy((rng.random((rows, WIDTH), dtype=np.float32) * 100).round() / 2)
+
+
+def bags():
+    lens = rng.integers(1, 65, size=16384)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    return torch.from_numpy(starts), int(lens.sum()), torch.from_numpy(lens.astype(np.int64))
+
+
+def calls(wid):
+    if wid.startswith("B"):
+        t = table(1_000_000)
+        starts, n, _ = bags()
+        idx = torch.from_numpy(rng.integers(0, 1_000_000, size=n).astype(np.int64))
+        w = torch.from_numpy((0.25 + (np.arange(n) % 7) * 0.125).astype(np.float32))
+        mode = {"B3": "mean", "B4": "max"}.get(wid[:2], "sum")
+        psw = w if wid.startswith("B2") else None
+        return {"": lambda: F.embedding_bag(idx, t, starts, mode=mode, per_sample_weights=psw)}
+    if wid.startswith("G"):
+        nodes, edges = 100_000, 1_000_000
+        x = table(nodes)
+        src = torch.from_numpy(rng.integers(0, nodes, size=edges).astype(np.int64))
+        dst = torch.from_numpy(rng.integers(0, nodes, size=edges).astype(np.int64))
+        if wid.startswith("G1"):
+            return {"": lambda: torch.zeros(nodes, WIDTH).index_add_(0, dst, x.index_select(0, src))}
+        if wid.startswith("G2"):
+            return {"": lambda: torch.zeros(nodes, WIDTH).index_reduce_(0, dst, x[src], "mean", include_self=False)}
+        if wid.startswith("G3"):
+            return {"": lambda: torch.zeros(nodes, WIDTH).index_reduce_(0, dst, x[src], "amax", include_self=False)}
+
+        def build():
+            coo = torch.sparse_coo_tensor(torch.stack([dst, src]), torch.ones(edges), (nodes, nodes))
+            return coo.coalesce().to_sparse_csr()
+
+        adj = build()
+        return {"": lambda: torch.sparse.mm(adj, x), "_build": build}
+    starts, n, lens = bags()
+    data = table(n)
+    return {"": lambda: torch.segment_reduce(data, "sum", lengths=lens, unsafe=True)}
+
+
+def main(ids):
+    import warnings
+    warnings.filterwarnings("ignore")
+    for wid in ids:
+        runs = calls(wid)
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            for suffix, call in runs.items():
+                if suffix == "_build" and threads == 2:
+                    continue
+                name = f"torch{threads}" if suffix == "" else "torch_build"
+                print(f"{wid} {name} {median_ns(call):.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    all_ids = ["B1_bag_sum", "B2_bag_weighted", "B3_bag_mean", "B4_bag_max", "G1_graph_sum",
+               "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum"]
+    want = sys.argv[1:]
+    main([i for i in all_ids if not want or any(i.startswith(w) for w in want)])

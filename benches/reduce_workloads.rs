@@ -1,0 +1,371 @@
+//! The gather-reduce workloads B1-B4, G1-G4, R1 of shared/BENCH-WORKLOADS.md, shared by
+//! the criterion bench (`benches/reduce.rs`) and the peer comparison
+//! (`examples/reduce_workloads.rs`).
+//!
+//! Each workload owns its data (plain `Array` allocations, as users make them) and offers
+//! named variants: `alloc` (the crate's allocating call), `into` (its `_into` call into a
+//! reused output), for G4 `plan_into` and `plan_build`, and the hand-written fused Rust
+//! loops the issue measured: `hand1` (one thread) and `hand2` (two threads, each owning
+//! half of the outputs).
+
+#![allow(dead_code)]
+
+use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
+use ndarray_gather::prelude::*;
+
+pub const REDUCE_IDS: [&str; 9] = [
+    "B1_bag_sum",
+    "B2_bag_weighted",
+    "B3_bag_mean",
+    "B4_bag_max",
+    "G1_graph_sum",
+    "G2_graph_mean",
+    "G3_graph_max_arg",
+    "G4_graph_plan",
+    "R1_segment_sum",
+];
+
+/// Feature width of every workload (f32).
+pub const WIDTH: usize = 64;
+
+/// A named, timed call.
+pub type Variant = (&'static str, Box<dyn FnMut()>);
+
+pub struct ReduceWorkload {
+    pub id: &'static str,
+    /// The output's bytes (the memcpy reference copies as many).
+    pub out_bytes: usize,
+    pub variants: Vec<Variant>,
+}
+
+/// Deterministic uniform values in `0..n` (a 64-bit LCG; fixed seed).
+pub fn uniform(count: usize, n: usize, seed: u64) -> Vec<i64> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..count)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((s >> 33) % n as u64) as i64
+        })
+        .collect()
+}
+
+fn table(rows: usize) -> Array2<f32> {
+    Array2::from_shape_fn((rows, WIDTH), |(r, c)| ((r * 7 + c) % 65521) as f32 * 0.5)
+}
+
+/// 16384 bags of 1..=64 positions: their starts (torch's offsets) and the positions.
+fn bags() -> (Vec<i64>, usize) {
+    let lens: Vec<i64> = uniform(16384, 64, 11).into_iter().map(|l| l + 1).collect();
+    let mut starts = Vec::with_capacity(lens.len());
+    let mut at = 0;
+    for l in lens {
+        starts.push(at);
+        at += l;
+    }
+    (starts, at as usize)
+}
+
+/// Rows `lo..hi` of `out`: bag sums of `table` rows by `idx`, bags from `starts`.
+fn hand_bags(table: &ArrayView2<f32>, idx: &[i64], starts: &[i64], mut out: ArrayViewMut2<f32>, lo: usize) {
+    let t = table.as_slice().unwrap();
+    for (b, mut row) in out.outer_iter_mut().enumerate() {
+        let b = lo + b;
+        let end = starts.get(b + 1).map_or(idx.len(), |&e| e as usize);
+        let acc = row.as_slice_mut().unwrap();
+        acc.fill(0.0);
+        for &i in &idx[starts[b] as usize..end] {
+            let r = &t[i as usize * WIDTH..][..WIDTH];
+            for (a, v) in acc.iter_mut().zip(r) {
+                *a += v;
+            }
+        }
+    }
+}
+
+/// Outputs `lo..hi` of a graph sum: `out[dst[e]] += x[src[e]]` for the edges whose `dst`
+/// falls there (every edge read).
+fn hand_graph(x: &[f32], src: &[i64], dst: &[i64], out: &mut [f32], lo: usize, hi: usize) {
+    out.fill(0.0);
+    for (&s, &d) in src.iter().zip(dst) {
+        let d = d as usize;
+        if d < lo || d >= hi {
+            continue;
+        }
+        let (o, r) = (
+            &mut out[(d - lo) * WIDTH..][..WIDTH],
+            &x[s as usize * WIDTH..][..WIDTH],
+        );
+        for (a, v) in o.iter_mut().zip(r) {
+            *a += v;
+        }
+    }
+}
+
+/// Outputs `lo..hi` of a CSR sum (rows `ptr`, columns `col`).
+fn hand_csr(x: &[f32], ptr: &[usize], col: &[usize], out: &mut [f32], lo: usize) {
+    for (n, o) in out.chunks_exact_mut(WIDTH).enumerate() {
+        let n = lo + n;
+        o.fill(0.0);
+        for &c in &col[ptr[n]..ptr[n + 1]] {
+            for (a, v) in o.iter_mut().zip(&x[c * WIDTH..][..WIDTH]) {
+                *a += v;
+            }
+        }
+    }
+}
+
+/// Runs `f(lo, hi, part)` on two threads over halves of `n` rows of `out`.
+fn halves(out: &mut [f32], n: usize, f: impl Fn(usize, usize, &mut [f32]) + Sync) {
+    let half = n / 2;
+    let (a, b) = out.split_at_mut(half * WIDTH);
+    std::thread::scope(|sc| {
+        sc.spawn(|| f(0, half, a));
+        f(half, n, b);
+    });
+}
+
+pub fn build_reduce(id: &str) -> ReduceWorkload {
+    let mut variants: Vec<Variant> = Vec::new();
+    let id: &'static str = REDUCE_IDS.iter().find(|i| **i == id).expect("a workload id");
+    let out_bytes;
+    match &id[..1] {
+        "B" => {
+            let t = table(1_000_000);
+            let (starts, n) = bags();
+            let idx = Array1::from(uniform(n, 1_000_000, 12));
+            let w = Array1::from_shape_fn(n, |p| 0.25 + (p % 7) as f32 * 0.125);
+            let starts = Array1::from(starts);
+            let bags = starts.len();
+            out_bytes = bags * WIDTH * 4;
+            let pooling = match id {
+                "B3_bag_mean" => Pooling::Mean,
+                "B4_bag_max" => Pooling::Max,
+                _ => Pooling::Sum,
+            };
+            let weighted = id == "B2_bag_weighted";
+            fn pool(pooling: Pooling, weighted: bool, w: &Array1<f32>) -> Pool<'_, f32> {
+                let p: Pool<'_, f32> = pooling.into();
+                if weighted { p.weighted(w) } else { p }
+            }
+            {
+                let (t, idx, starts, w) = (t.clone(), idx.clone(), starts.clone(), w.clone());
+                variants.push((
+                    "alloc",
+                    Box::new(move || {
+                        std::hint::black_box(
+                            t.gather_reduce(&idx, Segments::starts(&starts), 0, pool(pooling, weighted, &w))
+                                .unwrap(),
+                        );
+                    }),
+                ));
+            }
+            {
+                let (t, idx, starts, w) = (t.clone(), idx.clone(), starts.clone(), w.clone());
+                let mut out = Array2::<f32>::zeros((bags, WIDTH));
+                variants.push((
+                    "into",
+                    Box::new(move || {
+                        t.gather_reduce_into(
+                            &idx,
+                            Segments::starts(&starts),
+                            0,
+                            pool(pooling, weighted, &w),
+                            &mut out,
+                        )
+                        .unwrap()
+                    }),
+                ));
+            }
+            if id == "B1_bag_sum" {
+                let (t1, idx1, st1) = (t.clone(), idx.clone(), starts.clone());
+                let mut out = Array2::<f32>::zeros((bags, WIDTH));
+                variants.push((
+                    "hand1",
+                    Box::new(move || {
+                        hand_bags(
+                            &t1.view(),
+                            idx1.as_slice().unwrap(),
+                            st1.as_slice().unwrap(),
+                            out.view_mut(),
+                            0,
+                        )
+                    }),
+                ));
+                let mut out = Array2::<f32>::zeros((bags, WIDTH));
+                variants.push((
+                    "hand2",
+                    Box::new(move || {
+                        let (i, st) = (idx.as_slice().unwrap(), starts.as_slice().unwrap());
+                        let half = bags / 2;
+                        let (a, b) = out.view_mut().split_at(Axis(0), half);
+                        let tv = t.view();
+                        std::thread::scope(|sc| {
+                            sc.spawn(|| hand_bags(&tv, i, st, a, 0));
+                            hand_bags(&tv, i, st, b, half);
+                        });
+                    }),
+                ));
+            }
+        }
+        "G" => {
+            let nodes = 100_000;
+            let edges = 1_000_000;
+            let x = table(nodes);
+            let src = Array1::from(uniform(edges, nodes, 21));
+            let dst = Array1::from(uniform(edges, nodes, 22));
+            out_bytes = nodes * WIDTH * 4;
+            let pooling = match id {
+                "G2_graph_mean" => Pooling::Mean,
+                "G3_graph_max_arg" => Pooling::Max,
+                _ => Pooling::Sum,
+            };
+            match id {
+                "G3_graph_max_arg" => {
+                    let (x, src, dst) = (x.clone(), src.clone(), dst.clone());
+                    variants.push((
+                        "alloc",
+                        Box::new(move || {
+                            std::hint::black_box(
+                                x.gather_reduce_arg(&src, Segments::ids(&dst, nodes), 0, Pooling::Max)
+                                    .unwrap(),
+                            );
+                        }),
+                    ));
+                }
+                "G4_graph_plan" => {
+                    let plan = GatherReducePlan::new(x.shape(), &src, Segments::ids(&dst, nodes), 0).unwrap();
+                    let (x1, src1, dst1) = (x.clone(), src.clone(), dst.clone());
+                    variants.push((
+                        "plan_build",
+                        Box::new(move || {
+                            std::hint::black_box(
+                                GatherReducePlan::new(x1.shape(), &src1, Segments::ids(&dst1, nodes), 0)
+                                    .unwrap(),
+                            );
+                        }),
+                    ));
+                    let x1 = x.clone();
+                    let mut out = Array2::<f32>::zeros((nodes, WIDTH));
+                    variants.push((
+                        "plan_into",
+                        Box::new(move || plan.apply_into(&x1, Pooling::Sum, &mut out).unwrap()),
+                    ));
+                    // The hand CSR loop over the same graph sorted once (untimed).
+                    let mut order: Vec<usize> = (0..edges).collect();
+                    order.sort_by_key(|&e| dst[e]);
+                    let col: Vec<usize> = order.iter().map(|&e| src[e] as usize).collect();
+                    let mut ptr = vec![0usize; nodes + 1];
+                    for &d in dst.iter() {
+                        ptr[d as usize + 1] += 1;
+                    }
+                    for n in 0..nodes {
+                        ptr[n + 1] += ptr[n];
+                    }
+                    let (x1, ptr1, col1) = (x.clone(), ptr.clone(), col.clone());
+                    let mut out1 = vec![0f32; nodes * WIDTH];
+                    variants.push((
+                        "hand1",
+                        Box::new(move || hand_csr(x1.as_slice().unwrap(), &ptr1, &col1, &mut out1, 0)),
+                    ));
+                    let mut out2 = vec![0f32; nodes * WIDTH];
+                    variants.push((
+                        "hand2",
+                        Box::new(move || {
+                            let xs = x.as_slice().unwrap();
+                            halves(&mut out2, nodes, |lo, _, o| hand_csr(xs, &ptr, &col, o, lo))
+                        }),
+                    ));
+                    return ReduceWorkload {
+                        id,
+                        out_bytes,
+                        variants,
+                    };
+                }
+                _ => {
+                    let (x1, src1, dst1) = (x.clone(), src.clone(), dst.clone());
+                    variants.push((
+                        "alloc",
+                        Box::new(move || {
+                            std::hint::black_box(
+                                x1.gather_reduce(&src1, Segments::ids(&dst1, nodes), 0, pooling)
+                                    .unwrap(),
+                            );
+                        }),
+                    ));
+                    let (x1, src1, dst1) = (x.clone(), src.clone(), dst.clone());
+                    let mut out = Array2::<f32>::zeros((nodes, WIDTH));
+                    variants.push((
+                        "into",
+                        Box::new(move || {
+                            x1.gather_reduce_into(&src1, Segments::ids(&dst1, nodes), 0, pooling, &mut out)
+                                .unwrap()
+                        }),
+                    ));
+                }
+            }
+            if id == "G1_graph_sum" {
+                let (x1, src1, dst1) = (x.clone(), src.clone(), dst.clone());
+                let mut out1 = vec![0f32; nodes * WIDTH];
+                variants.push((
+                    "hand1",
+                    Box::new(move || {
+                        hand_graph(
+                            x1.as_slice().unwrap(),
+                            src1.as_slice().unwrap(),
+                            dst1.as_slice().unwrap(),
+                            &mut out1,
+                            0,
+                            nodes,
+                        )
+                    }),
+                ));
+                let mut out2 = vec![0f32; nodes * WIDTH];
+                variants.push((
+                    "hand2",
+                    Box::new(move || {
+                        let (xs, ss, ds) = (
+                            x.as_slice().unwrap(),
+                            src.as_slice().unwrap(),
+                            dst.as_slice().unwrap(),
+                        );
+                        halves(&mut out2, nodes, |lo, hi, o| hand_graph(xs, ss, ds, o, lo, hi))
+                    }),
+                ));
+            }
+        }
+        _ => {
+            let (starts, n) = bags();
+            let data = table(n);
+            let mut lengths: Vec<i64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+            lengths.push(n as i64 - starts[starts.len() - 1]);
+            let lengths = Array1::from(lengths);
+            let segs = lengths.len();
+            out_bytes = segs * WIDTH * 4;
+            let (d1, l1) = (data.clone(), lengths.clone());
+            variants.push((
+                "alloc",
+                Box::new(move || {
+                    std::hint::black_box(
+                        d1.segment_reduce(Segments::lengths(&l1), 0, Pooling::Sum)
+                            .unwrap(),
+                    );
+                }),
+            ));
+            let mut out = Array2::<f32>::zeros((segs, WIDTH));
+            variants.push((
+                "into",
+                Box::new(move || {
+                    data.segment_reduce_into(Segments::lengths(&lengths), 0, Pooling::Sum, &mut out)
+                        .unwrap()
+                }),
+            ));
+        }
+    }
+    ReduceWorkload {
+        id,
+        out_bytes,
+        variants,
+    }
+}
