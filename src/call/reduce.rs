@@ -8,9 +8,9 @@ use crate::axis::normalize_axis;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Bounds, Geometry, Lane, Pooler, Positions, Source, by_ids, sorted};
+use crate::kernel::reduce::{Bounds, Csr, Geometry, Lane, Pooler, Positions, Source, by_ids, sorted};
 use crate::layout::{checked_len, unravel};
-use crate::plan::{reduce_jobs, reduce_spans};
+use crate::plan::{reduce_jobs, reduce_sorts, reduce_spans};
 use crate::pool::{Pool, PoolElement, Pooling};
 use crate::segments::{Kind, Segments};
 
@@ -525,7 +525,15 @@ fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
                 p,
                 jobs(bytes, *n),
             ),
-            Checked::Ids(ids, n) => by_ids(g, rows, ids.view(), p, spans(bytes, *n)),
+            Checked::Ids(ids, n) => {
+                // Large outputs: the positions sorted by segment, then built row by row.
+                let out_bytes = g.segments * g.row_len() * size_of::<A>();
+                match reduce_sorts(out_bytes).then(|| Csr::by_ids(rows, g.rows, *ids, *n)) {
+                    Some(Ok(Some(csr))) => sorted(g, &csr, p, jobs(bytes, *n)),
+                    Some(Err(bad)) => Err(bad),
+                    _ => by_ids(g, rows, *ids, p, spans(bytes, *n)),
+                }
+            }
         },
     )
 }

@@ -20,8 +20,8 @@ mod tile;
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 pub(crate) use self::strategy::stream_pays;
 pub(crate) use self::strategy::{
-    ScatterWay, Stage, Strategy, output_group, reduce_jobs, reduce_spans, scatter_parts, threads,
-    worth_parallel,
+    ScatterWay, Stage, Strategy, output_group, reduce_jobs, reduce_sorts, reduce_spans, scatter_parts,
+    threads, worth_parallel,
 };
 use self::tile::tiled;
 pub(crate) use self::tile::{slab, strips};

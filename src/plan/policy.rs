@@ -195,3 +195,9 @@ pub(crate) const REDUCE_PREFETCH_MAX_BYTES: usize = 1024;
 /// Gather-reduces by sorted segments run in jobs of about this many gathered bytes, so
 /// that the threads' shares even out however the segments' lengths vary.
 pub(crate) const REDUCE_JOB_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 18 };
+
+/// A gather-reduce by ids whose output has at least this many bytes sorts its positions by
+/// segment first (a counting sort, 4 bytes per position): combining into random rows of
+/// an output this large misses the caches on every position, while sorted positions build
+/// each row once, in order (G1: PERFORMANCE.md#gather-reduce).
+pub(crate) const REDUCE_SORT_MIN_OUT_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 20 };

@@ -243,3 +243,9 @@ pub(crate) fn reduce_spans(bytes: usize, segments: usize) -> usize {
         1
     }
 }
+
+/// Whether a gather-reduce by ids into an output of `out_bytes` bytes sorts its positions
+/// by segment (and then walks them as sorted segments) rather than walking the ids.
+pub(crate) fn reduce_sorts(out_bytes: usize) -> bool {
+    out_bytes >= super::policy::REDUCE_SORT_MIN_OUT_BYTES
+}

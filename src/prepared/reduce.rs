@@ -1,8 +1,6 @@
 //! [`GatherReducePlan`]: a gather-reduce's indices checked and resolved, and its segments
 //! sorted into CSR, once, for many inputs (a graph's every layer and epoch).
 
-use std::ops::Range;
-
 use ndarray::{Array, ArrayRef, Dimension};
 
 use crate::axis::{AxisArg, normalize_axis};
@@ -11,7 +9,7 @@ use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Entries, Geometry, Pooler, Source, sorted};
+use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, sorted};
 use crate::pool::{Pool, PoolElement};
 use crate::segments::Segments;
 
@@ -21,8 +19,9 @@ use crate::segments::Segments;
 /// sorted adjacency for the same reason, and `torch.sparse.mm` takes a CSR matrix.
 ///
 /// Applying a plan gives the same bits as the method call it was made from.
-/// `Clone + Debug + Send + Sync`, with no lifetime: it owns its arrays (two `usize` per
-/// position and one per segment).
+/// `Clone + Debug + Send + Sync`, with no lifetime: it owns its arrays (8 bytes per
+/// position, a `u32` row and position, and a `usize` per segment). Inputs whose axis or
+/// positions exceed `u32` cannot be planned ([`SizeOverflow`](GatherError::SizeOverflow)).
 ///
 /// ```
 /// use ndarray::{Array2, array};
@@ -44,11 +43,8 @@ pub struct GatherReducePlan {
     axis: usize,
     positions: usize,
     skip: Option<i64>,
-    /// Segment `s`'s entries are `offsets[s]..offsets[s + 1]`.
-    offsets: Vec<usize>,
-    /// Each entry's input row, and the position it came from (increasing within a segment).
-    rows: Vec<usize>,
-    pos: Vec<usize>,
+    /// The positions by segment, their rows resolved.
+    csr: Csr,
 }
 
 impl GatherReducePlan {
@@ -121,64 +117,25 @@ impl GatherReducePlan {
             let positions = rows.len();
             let segs = Checked::new(op, &segments, positions)?;
             rows.check(op)?;
-            let row = |p| {
-                rows.row(p)
-                    .map_err(|BadIndex| internal(op, "an index out of range after the check"))
-            };
-            let (mut offsets, mut entries, mut pos) = (Vec::new(), Vec::new(), Vec::new());
-            let grow = |v: &mut Vec<usize>, n: usize| {
-                v.try_reserve_exact(n)
-                    .map_err(|_| GatherError::SizeOverflow { op, shape: vec![n] })
-            };
-            grow(&mut offsets, segs.count() + 1)?;
-            grow(&mut entries, positions)?;
-            grow(&mut pos, positions)?;
-            offsets.push(0);
-            match &segs {
+            let csr = match &segs {
                 Checked::Sorted(bounds, n) => {
-                    for s in 0..*n {
-                        for p in bounds.get(s) {
-                            if let Some(r) = row(p)? {
-                                entries.push(r);
-                                pos.push(p);
-                            }
-                        }
-                        offsets.push(entries.len());
-                    }
+                    Csr::by_ranges(&rows, shape[axis], positions, *n, |s| bounds.get(s))
                 }
-                Checked::Ids(ids, n) => {
-                    // Counting sort, stable: each segment's entries in position order.
-                    let id = |p: usize| ids[p].to_i128() as usize;
-                    let mut counts = vec![0usize; *n];
-                    for p in 0..positions {
-                        if row(p)?.is_some() {
-                            counts[id(p)] += 1;
-                        }
-                    }
-                    let mut at = 0;
-                    for c in &mut counts {
-                        offsets.push(at + *c);
-                        (at, *c) = (at + *c, at);
-                    }
-                    entries.resize(at, 0);
-                    pos.resize(at, 0);
-                    for p in 0..positions {
-                        if let Some(r) = row(p)? {
-                            let c = &mut counts[id(p)];
-                            (entries[*c], pos[*c]) = (r, p);
-                            *c += 1;
-                        }
-                    }
-                }
-            }
+                Checked::Ids(ids, n) => Csr::by_ids(&rows, shape[axis], *ids, *n),
+            };
+            // The plan holds `u32` rows and positions, 8 bytes per position.
+            let csr = csr
+                .map_err(|BadIndex| internal(op, "an index out of range after the check"))?
+                .ok_or_else(|| GatherError::SizeOverflow {
+                    op,
+                    shape: ix.shape().to_vec(),
+                })?;
             Ok(GatherReducePlan {
                 shape: shape.to_vec(),
                 axis,
                 positions,
                 skip,
-                offsets,
-                rows: entries,
-                pos,
+                csr,
             })
         })
     }
@@ -190,7 +147,7 @@ impl GatherReducePlan {
 
     /// The number of segments (the output's length along the axis).
     pub fn segments(&self) -> usize {
-        self.offsets.len() - 1
+        self.csr.count()
     }
 
     /// The number of positions (the indices' length; weights need one each).
@@ -260,29 +217,10 @@ impl GatherReducePlan {
         }
         check_pool(op, &pool, self.positions, matches!(out, Out::Arg))?;
         let mut frame = Frame::new(op, x, self.axis, self.segments(), pool, self.positions);
-        frame.entries = self.rows.len();
+        frame.entries = self.csr.len();
         let n = self.segments();
         frame.finish(out, |g: &Geometry<A>, p: &Pooler<'_, A>, bytes: usize| {
-            sorted(g, self, p, jobs(bytes, n))
+            sorted(g, &self.csr, p, jobs(bytes, n))
         })
-    }
-}
-
-impl Entries for GatherReducePlan {
-    #[inline(always)]
-    fn len(&self) -> usize {
-        self.rows.len()
-    }
-    #[inline(always)]
-    fn segment(&self, s: usize) -> Range<usize> {
-        self.offsets[s]..self.offsets[s + 1]
-    }
-    #[inline(always)]
-    fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex> {
-        Ok(Some((self.rows[k], self.pos[k])))
-    }
-    #[inline(always)]
-    fn peek(&self, k: usize) -> usize {
-        self.rows[k]
     }
 }

@@ -14,10 +14,12 @@
 
 mod pool;
 mod runs;
+mod sort;
 
 use std::ops::Range;
 
 pub(crate) use self::pool::{Pooler, Tally};
+pub(crate) use self::sort::Csr;
 use super::BadIndex;
 use super::isa::Isa;
 use super::prefetch::{prefetch_block, prefetch_line};
@@ -60,6 +62,17 @@ pub(crate) struct Geometry<A> {
 unsafe impl<A: Send + Sync> Sync for Geometry<A> {}
 
 impl<A> Geometry<A> {
+    /// Whether every row is a single run in input and output (and argmax): the slice
+    /// loops of `runs` apply.
+    fn runs(&self) -> bool {
+        self.outer.is_empty() && self.lane.x == 1 && self.lane.o == 1
+    }
+
+    /// The elements of a row.
+    pub(crate) fn row_len(&self) -> usize {
+        self.outer.iter().map(|l| l.len).product::<usize>() * self.lane.len
+    }
+
     /// The input row `r`.
     #[inline(always)]
     fn x_row(&self, r: usize) -> *const A {
@@ -283,15 +296,15 @@ pub(crate) fn sorted<A: PoolElement, E: Entries>(
     let n = g.segments;
     let per = n.div_ceil(jobs.max(1)).max(1);
     let chunks = n.div_ceil(per);
-    // Rows that are single runs go through the slice loop of `runs`.
-    let runs = g.outer.is_empty() && g.lane.x == 1 && g.lane.o == 1 && g.arg.is_null();
+    // (An argmax runs in `u32` there.)
+    let runs = g.runs() && (g.arg.is_null() || u32::try_from(p.positions).is_ok());
     let isa = if runs { Isa::detect() } else { Isa::Base };
     let job = |c: usize| {
         let segs = c * per..((c + 1) * per).min(n);
         if runs {
-            // SAFETY: single-run rows without argmax, `isa` detected on this CPU, and
-            // this job alone builds these segments (below `segments`).
-            return unsafe { runs::segments(isa, g, e, p, segs) };
+            // SAFETY: rows that are single runs, `isa` detected on this CPU, and this job
+            // alone builds these segments (below `segments`).
+            return unsafe { runs::dispatch(isa, g, p, &runs::Sorted { e, segs }) };
         }
         for s in segs {
             // SAFETY: `s < segments`, and this job alone builds segment `s`.
@@ -350,8 +363,15 @@ pub(crate) fn by_ids<A: PoolElement, S: Source, J: GatherIndex>(
     let per = n.div_ceil(spans.max(1)).max(1);
     let chunks = n.div_ceil(per);
     let positions = ids.len();
+    let runs = g.runs() && g.arg.is_null();
+    let isa = if runs { Isa::detect() } else { Isa::Base };
     let job = |c: usize| {
         let span = c * per..((c + 1) * per).min(n);
+        if runs {
+            // SAFETY: rows that are single runs, `isa` detected on this CPU, and this job
+            // alone builds the span's segments (below `segments`).
+            return unsafe { runs::dispatch(isa, g, p, &runs::ById { rows, ids, span }) };
+        }
         let mut tallies: Vec<Tally<A>> = span.clone().map(|_| Tally::new()).collect();
         let id = |q: usize| {
             let v = ids[q].to_i128();

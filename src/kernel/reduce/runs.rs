@@ -1,41 +1,47 @@
 //! Segments of contiguous rows (a row is one run of elements in both the input and the
 //! output: axis 0 of a standard-layout table, the embedding bag's and the graph's case):
 //! the pooling chosen once per chunk of segments, the row loop on slices, compiled for
-//! the CPU's widest instruction set ([`Isa`]), so that it vectorizes. No argmax (that
-//! runs on [`Pooler`]).
+//! the CPU's widest instruction set ([`Isa`]), so that it vectorizes. Both walks
+//! (segments as ranges, and by ids) run here for such rows; other layouts run on
+//! [`Pooler`]'s lanes.
 
 use std::ops::Range;
 
-use super::{Entries, Geometry, Pooler, Tally};
+use super::{Entries, Geometry, Pooler, Source, Tally};
+use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
 use crate::kernel::isa::Isa;
 use crate::plan::policy::REDUCE_AHEAD;
 use crate::pool::{PoolElement, Pooling};
 
 /// What one pooling does to a row: start it from the first contributing row, combine a
-/// later one (weighted by `w` where `WEIGHTED`).
-trait RowOp<A> {
+/// later one (weighted by `w` where `WEIGHTED`; recording position `p` in the argmax row
+/// `a` where `ARG`: a `u32` row of the walk's own, 8 lanes to a vector, widened into the
+/// argmax output once the segment is done).
+pub(super) trait RowOp<A> {
     const WEIGHTED: bool;
-    fn first(o: &mut [A], x: &[A], w: &A);
-    fn next(o: &mut [A], x: &[A], w: &A);
+    const ARG: bool;
+    fn first(o: &mut [A], x: &[A], w: &A, a: &mut [u32], p: u32);
+    fn next(o: &mut [A], x: &[A], w: &A, a: &mut [u32], p: u32);
 }
 
 struct Sum;
 struct WeightedSum;
 struct Prod;
-struct Max;
-struct Min;
+/// Max (`MAX`) or Min, with the argmax (`ARG`) or without.
+struct Extremum<const MAX: bool, const ARG: bool>;
 
 impl<A: PoolElement> RowOp<A> for Sum {
     const WEIGHTED: bool = false;
+    const ARG: bool = false;
     #[inline(always)]
-    fn first(o: &mut [A], x: &[A], _: &A) {
+    fn first(o: &mut [A], x: &[A], _: &A, _: &mut [u32], _: u32) {
         for (o, x) in o.iter_mut().zip(x) {
             *o = A::zero() + x.clone();
         }
     }
     #[inline(always)]
-    fn next(o: &mut [A], x: &[A], _: &A) {
+    fn next(o: &mut [A], x: &[A], _: &A, _: &mut [u32], _: u32) {
         for (o, x) in o.iter_mut().zip(x) {
             *o += x.clone();
         }
@@ -44,14 +50,15 @@ impl<A: PoolElement> RowOp<A> for Sum {
 
 impl<A: PoolElement> RowOp<A> for WeightedSum {
     const WEIGHTED: bool = true;
+    const ARG: bool = false;
     #[inline(always)]
-    fn first(o: &mut [A], x: &[A], w: &A) {
+    fn first(o: &mut [A], x: &[A], w: &A, _: &mut [u32], _: u32) {
         for (o, x) in o.iter_mut().zip(x) {
             *o = A::zero() + w.clone() * x.clone();
         }
     }
     #[inline(always)]
-    fn next(o: &mut [A], x: &[A], w: &A) {
+    fn next(o: &mut [A], x: &[A], w: &A, _: &mut [u32], _: u32) {
         for (o, x) in o.iter_mut().zip(x) {
             *o += w.clone() * x.clone();
         }
@@ -60,190 +67,272 @@ impl<A: PoolElement> RowOp<A> for WeightedSum {
 
 impl<A: PoolElement> RowOp<A> for Prod {
     const WEIGHTED: bool = false;
+    const ARG: bool = false;
     #[inline(always)]
-    fn first(o: &mut [A], x: &[A], _: &A) {
+    fn first(o: &mut [A], x: &[A], _: &A, _: &mut [u32], _: u32) {
         o.clone_from_slice(x);
     }
     #[inline(always)]
-    fn next(o: &mut [A], x: &[A], _: &A) {
+    fn next(o: &mut [A], x: &[A], _: &A, _: &mut [u32], _: u32) {
         for (o, x) in o.iter_mut().zip(x) {
             *o *= x.clone();
         }
     }
 }
 
-/// Max / Min: a strictly better value, or a NaN over a number, replaces (a select, so
-/// that the loop vectorizes).
-#[inline(always)]
-#[allow(clippy::eq_op)]
-fn keep<A: PoolElement, const MAX: bool>(o: &mut [A], x: &[A]) {
-    for (o, x) in o.iter_mut().zip(x) {
-        let better = if MAX { x > o } else { x < o };
-        let replace = better || (x != x && o == o);
-        let kept = if replace { x.clone() } else { o.clone() };
-        *o = kept;
-    }
-}
-
-impl<A: PoolElement> RowOp<A> for Max {
+impl<A: PoolElement, const MAX: bool, const ARG: bool> RowOp<A> for Extremum<MAX, ARG> {
     const WEIGHTED: bool = false;
+    const ARG: bool = ARG;
     #[inline(always)]
-    fn first(o: &mut [A], x: &[A], _: &A) {
+    fn first(o: &mut [A], x: &[A], _: &A, a: &mut [u32], p: u32) {
         o.clone_from_slice(x);
+        if ARG {
+            a.fill(p);
+        }
     }
+    /// A strictly better value, or a NaN over a number, replaces: a select, so that the
+    /// loop vectorizes.
     #[inline(always)]
-    fn next(o: &mut [A], x: &[A], _: &A) {
-        keep::<A, true>(o, x);
+    #[allow(clippy::eq_op)]
+    fn next(o: &mut [A], x: &[A], _: &A, a: &mut [u32], p: u32) {
+        let better = |o: &A, x: &A| (if MAX { x > o } else { x < o }) || (x != x && o == o);
+        if ARG {
+            for ((o, x), a) in o.iter_mut().zip(x).zip(a) {
+                let replace = better(o, x);
+                let kept = if replace { x.clone() } else { o.clone() };
+                *o = kept;
+                *a = if replace { p } else { *a };
+            }
+        } else {
+            for (o, x) in o.iter_mut().zip(x) {
+                let kept = if better(o, x) { x.clone() } else { o.clone() };
+                *o = kept;
+            }
+        }
     }
 }
 
-impl<A: PoolElement> RowOp<A> for Min {
-    const WEIGHTED: bool = false;
-    #[inline(always)]
-    fn first(o: &mut [A], x: &[A], _: &A) {
-        o.clone_from_slice(x);
-    }
-    #[inline(always)]
-    fn next(o: &mut [A], x: &[A], _: &A) {
-        keep::<A, false>(o, x);
-    }
+/// A walk over rows that are single runs: `walk` is inlined into each instruction-set
+/// variant, for each pooling's op.
+pub(super) trait Walker<A>: Sync {
+    /// # Safety
+    /// `g`'s rows are single runs (`outer` empty, unit lane strides, the argmax array, if
+    /// any, with the output's strides, its positions below `u32::MAX`, and the walk
+    /// [`Sorted`]); the walk's segments are below `g.segments` and this thread's alone.
+    unsafe fn walk<Op: RowOp<A>>(&self, g: &Geometry<A>, p: &Pooler<'_, A>) -> Result<(), BadIndex>;
 }
 
-/// Builds segments `segs` of `e` into `g`'s output with pooling `p`, rows as slices.
+/// Runs `w` with the op of `p`'s pooling, compiled for `isa`.
 ///
 /// # Safety
-/// `g`'s rows are single runs (`outer` empty, unit lane strides) and it has no argmax;
-/// `isa` runs on this CPU; the segments are below `g.segments` and this thread's alone.
-pub(super) unsafe fn segments<A: PoolElement, E: Entries>(
+/// The contract of [`Walker::walk`]; `isa` runs on this CPU.
+pub(super) unsafe fn dispatch<A: PoolElement, W: Walker<A>>(
     isa: Isa,
     g: &Geometry<A>,
-    e: &E,
     p: &Pooler<'_, A>,
-    segs: Range<usize>,
+    w: &W,
 ) -> Result<(), BadIndex> {
-    // SAFETY: (every arm) forwarded; the op matches the pooling and its weights.
+    let arg = !g.arg.is_null();
+    // SAFETY: (every arm) forwarded; the op matches the pooling, its weights and argmax.
     unsafe {
-        match (p.pooling, p.weights.is_some()) {
-            (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, false) => {
-                with_isa::<A, E, Sum>(isa, g, e, p, segs)
+        match (p.pooling, p.weights.is_some(), arg) {
+            (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, false, _) => with_isa::<A, W, Sum>(isa, g, p, w),
+            (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, true, _) => {
+                with_isa::<A, W, WeightedSum>(isa, g, p, w)
             }
-            (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, true) => {
-                with_isa::<A, E, WeightedSum>(isa, g, e, p, segs)
-            }
-            (Pooling::Prod, _) => with_isa::<A, E, Prod>(isa, g, e, p, segs),
-            (Pooling::Max, _) => with_isa::<A, E, Max>(isa, g, e, p, segs),
-            (Pooling::Min, _) => with_isa::<A, E, Min>(isa, g, e, p, segs),
+            (Pooling::Prod, ..) => with_isa::<A, W, Prod>(isa, g, p, w),
+            (Pooling::Max, _, false) => with_isa::<A, W, Extremum<true, false>>(isa, g, p, w),
+            (Pooling::Max, _, true) => with_isa::<A, W, Extremum<true, true>>(isa, g, p, w),
+            (Pooling::Min, _, false) => with_isa::<A, W, Extremum<false, false>>(isa, g, p, w),
+            (Pooling::Min, _, true) => with_isa::<A, W, Extremum<false, true>>(isa, g, p, w),
         }
     }
 }
 
 /// # Safety
-/// As [`segments`].
+/// As [`dispatch`].
 #[inline(always)]
-unsafe fn with_isa<A: PoolElement, E: Entries, Op: RowOp<A>>(
+unsafe fn with_isa<A: PoolElement, W: Walker<A>, Op: RowOp<A>>(
     isa: Isa,
     g: &Geometry<A>,
-    e: &E,
     p: &Pooler<'_, A>,
-    segs: Range<usize>,
+    w: &W,
 ) -> Result<(), BadIndex> {
     // SAFETY: (every arm) the CPU has the variant's features (the caller's `isa`); the
     // rest is forwarded.
     unsafe {
         match isa {
-            Isa::Base => run::<A, E, Op>(g, e, p, segs),
+            Isa::Base => w.walk::<Op>(g, p),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx2 => run_avx2::<A, E, Op>(g, e, p, segs),
+            Isa::Avx2 => walk_avx2::<A, W, Op>(g, p, w),
             #[cfg(target_arch = "x86_64")]
-            Isa::Avx512 => run_avx512::<A, E, Op>(g, e, p, segs),
+            Isa::Avx512 => walk_avx512::<A, W, Op>(g, p, w),
         }
     }
 }
 
-/// [`run`] compiled for AVX2.
+/// [`Walker::walk`] compiled for AVX2.
 ///
 /// # Safety
-/// As [`segments`], on a CPU with AVX2.
+/// As [`dispatch`], on a CPU with AVX2.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn run_avx2<A: PoolElement, E: Entries, Op: RowOp<A>>(
+unsafe fn walk_avx2<A: PoolElement, W: Walker<A>, Op: RowOp<A>>(
     g: &Geometry<A>,
-    e: &E,
     p: &Pooler<'_, A>,
-    segs: Range<usize>,
+    w: &W,
 ) -> Result<(), BadIndex> {
     // SAFETY: forwarded.
-    unsafe { run::<A, E, Op>(g, e, p, segs) }
+    unsafe { w.walk::<Op>(g, p) }
 }
 
-/// [`run`] compiled for AVX-512.
+/// [`Walker::walk`] compiled for AVX-512.
 ///
 /// # Safety
-/// As [`segments`], on a CPU with AVX-512 F, VL, DQ and BW.
+/// As [`dispatch`], on a CPU with AVX-512 F, VL, DQ and BW.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
-unsafe fn run_avx512<A: PoolElement, E: Entries, Op: RowOp<A>>(
+unsafe fn walk_avx512<A: PoolElement, W: Walker<A>, Op: RowOp<A>>(
     g: &Geometry<A>,
-    e: &E,
     p: &Pooler<'_, A>,
-    segs: Range<usize>,
+    w: &W,
 ) -> Result<(), BadIndex> {
     // SAFETY: forwarded.
-    unsafe { run::<A, E, Op>(g, e, p, segs) }
+    unsafe { w.walk::<Op>(g, p) }
 }
 
-/// The loop itself, inlined into each instruction-set variant.
+/// Combines input row `x` of position `pos` into output row `o` (argmax row `a`) as its
+/// segment's next contribution, counted in `tally`.
+#[inline(always)]
+fn combine<A: PoolElement, Op: RowOp<A>>(
+    p: &Pooler<'_, A>,
+    o: &mut [A],
+    x: &[A],
+    a: &mut [u32],
+    pos: usize,
+    tally: &mut Tally<A>,
+) {
+    let w = if Op::WEIGHTED {
+        p.weights.as_ref().map_or_else(A::one, |w| w[pos].clone())
+    } else {
+        A::one()
+    };
+    // Positions fit `u32` where there is an argmax (the walk's contract).
+    if tally.count == 0 {
+        Op::first(o, x, &w, a, pos as u32);
+    } else {
+        Op::next(o, x, &w, a, pos as u32);
+    }
+    tally.count += 1;
+    if Op::WEIGHTED {
+        tally.weight += w.clone();
+        tally.weight_sq += w.clone() * w;
+    }
+}
+
+/// The rows of `g` as slices: input row `r`, output row of segment `s`.
 ///
 /// # Safety
-/// As [`segments`] (for any `isa`).
+/// The contract of [`Walker::walk`]; `r < rows`, `s < segments`, and segment `s` is this
+/// thread's alone; the caller drops the slices before it builds another of row `s`.
 #[inline(always)]
-unsafe fn run<A: PoolElement, E: Entries, Op: RowOp<A>>(
-    g: &Geometry<A>,
-    e: &E,
-    p: &Pooler<'_, A>,
-    segs: Range<usize>,
-) -> Result<(), BadIndex> {
+unsafe fn rows_of<'b, A>(g: &Geometry<A>, r: usize, s: usize) -> (&'b [A], &'b mut [A]) {
     let len = g.lane.len;
-    let total = e.len();
-    let one = A::one();
-    let null = std::ptr::null_mut();
-    for s in segs {
-        let (o, _) = g.out_row(s);
-        // SAFETY: segment `s`'s output row, a run of `len` elements (the contract of
-        // `Geometry` and of this function), this thread's alone.
-        let out = unsafe { std::slice::from_raw_parts_mut(o, len) };
-        let mut tally = Tally::new();
-        for k in e.segment(s) {
-            if k + REDUCE_AHEAD < total {
-                g.prefetch(g.x_row(e.peek(k + REDUCE_AHEAD)));
+    // SAFETY: single runs of `len` elements (the contract of `Geometry` and of the
+    // caller), the output's this thread's alone.
+    unsafe {
+        (
+            std::slice::from_raw_parts(g.x_row(r), len),
+            std::slice::from_raw_parts_mut(g.out_row(s).0, len),
+        )
+    }
+}
+
+/// Segments that are ranges of entries (`sorted`): `segs` of `e`.
+pub(super) struct Sorted<'e, E> {
+    pub e: &'e E,
+    pub segs: Range<usize>,
+}
+
+impl<A: PoolElement, E: Entries> Walker<A> for Sorted<'_, E> {
+    #[inline(always)]
+    unsafe fn walk<Op: RowOp<A>>(&self, g: &Geometry<A>, p: &Pooler<'_, A>) -> Result<(), BadIndex> {
+        let e = self.e;
+        let total = e.len();
+        // The argmax of the segment being built (widened into the output at its end).
+        let mut arg = vec![0u32; if Op::ARG { g.lane.len } else { 0 }];
+        for s in self.segs.clone() {
+            let mut tally = Tally::new();
+            for k in e.segment(s) {
+                if k + REDUCE_AHEAD < total {
+                    g.prefetch(g.x_row(e.peek(k + REDUCE_AHEAD)));
+                }
+                let Some((r, pos)) = e.entry(k)? else { continue };
+                if r >= g.rows {
+                    return Err(BadIndex);
+                }
+                // SAFETY: `r < rows`, `s` one of this walk's segments (the contract).
+                let (x, o) = unsafe { rows_of(g, r, s) };
+                combine::<A, Op>(p, o, x, &mut arg, pos, &mut tally);
             }
-            let Some((r, pos)) = e.entry(k)? else { continue };
+            let (o, a) = g.out_row(s);
+            if Op::ARG && tally.count > 0 {
+                // SAFETY: segment `s`'s argmax row, a run of `len` (the contract).
+                let a = unsafe { std::slice::from_raw_parts_mut(a, arg.len()) };
+                for (a, &v) in a.iter_mut().zip(&arg) {
+                    *a = v as usize;
+                }
+            }
+            // SAFETY: segment `s`'s rows (as above).
+            unsafe { p.finish(g, o, a, &tally) };
+        }
+        Ok(())
+    }
+}
+
+/// One id per position (`by_ids`): the segments `span`, every position walked. No argmax
+/// (the segments' rows interleave; an argmax by ids runs on [`Pooler`]'s lanes).
+pub(super) struct ById<'a, S, J> {
+    pub rows: &'a S,
+    pub ids: ndarray::ArrayView1<'a, J>,
+    pub span: Range<usize>,
+}
+
+impl<A: PoolElement, S: Source, J: GatherIndex> Walker<A> for ById<'_, S, J> {
+    #[inline(always)]
+    unsafe fn walk<Op: RowOp<A>>(&self, g: &Geometry<A>, p: &Pooler<'_, A>) -> Result<(), BadIndex> {
+        let span = self.span.clone();
+        let mut tallies: Vec<Tally<A>> = span.clone().map(|_| Tally::new()).collect();
+        let positions = self.ids.len();
+        let id = |q: usize| {
+            let v = self.ids[q].to_i128();
+            if v >= span.start as i128 && v < span.end as i128 {
+                Some(v as usize)
+            } else {
+                None
+            }
+        };
+        for q in 0..positions {
+            if q + REDUCE_AHEAD < positions
+                && let Some(s) = id(q + REDUCE_AHEAD)
+            {
+                g.prefetch(g.x_row(self.rows.peek(q + REDUCE_AHEAD)));
+                g.prefetch(g.out_row(s).0);
+            }
+            let Some(s) = id(q) else { continue };
+            let Some(r) = self.rows.row(q)? else { continue };
             if r >= g.rows {
                 return Err(BadIndex);
             }
-            // SAFETY: input row `r < rows`, a run of `len` elements (the contract).
-            let x = unsafe { std::slice::from_raw_parts(g.x_row(r), len) };
-            let w = if Op::WEIGHTED {
-                match &p.weights {
-                    Some(w) => w[pos].clone(),
-                    None => one.clone(),
-                }
-            } else {
-                one.clone()
-            };
-            if tally.count == 0 {
-                Op::first(out, x, &w);
-            } else {
-                Op::next(out, x, &w);
-            }
-            tally.count += 1;
-            if Op::WEIGHTED {
-                tally.weight += w.clone();
-                tally.weight_sq += w.clone() * w;
-            }
+            // SAFETY: `r < rows`, `s` in this walk's span (the contract).
+            let (x, o) = unsafe { rows_of(g, r, s) };
+            combine::<A, Op>(p, o, x, &mut [], q, &mut tallies[s - span.start]);
         }
-        // SAFETY: the output row of segment `s` (as above); no argmax.
-        unsafe { p.finish(g, o, null, &tally) };
+        for (s, tally) in span.clone().zip(&tallies) {
+            let (o, a) = g.out_row(s);
+            // SAFETY: segment `s`'s rows, in this walk's span.
+            unsafe { p.finish(g, o, a, tally) };
+        }
+        Ok(())
     }
-    Ok(())
 }

@@ -1,0 +1,143 @@
+//! Positions sorted by segment, their rows resolved: [`Csr`]. A stable counting sort
+//! turns one id per position (COO) into CSR, so that a gather-reduce by ids builds each
+//! output row once, in order, instead of combining into random output rows. A call sorts
+//! for itself when its output is too large for the caches
+//! ([`reduce_sorts`](crate::plan::reduce_sorts)); a [`GatherReducePlan`](crate::GatherReducePlan)
+//! holds one.
+
+use std::ops::Range;
+
+use ndarray::ArrayView1;
+
+use super::{Entries, Source};
+use crate::index::GatherIndex;
+use crate::kernel::BadIndex;
+
+/// The row of a skipped position.
+const SKIPPED: u32 = u32::MAX;
+
+/// Entries grouped by segment: segment `s`'s are `offsets[s]..offsets[s + 1]`, each an
+/// input row (`SKIPPED` for a skipped position) and the position it came from
+/// (increasing within a segment). Rows and positions are `u32`, so that the walk reads
+/// 8 bytes per entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Csr {
+    offsets: Vec<usize>,
+    rows: Vec<u32>,
+    pos: Vec<u32>,
+}
+
+/// Zeroed vectors of `n` elements, or `None` if the memory is not there.
+fn zeroed<T: Clone + Default>(n: usize) -> Option<Vec<T>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize(n, T::default());
+    Some(v)
+}
+
+impl Csr {
+    /// Whether rows below `axis_len` and `positions` positions fit `u32` entries.
+    fn fits(axis_len: usize, positions: usize) -> bool {
+        axis_len < SKIPPED as usize && positions <= u32::MAX as usize
+    }
+
+    /// The positions of `ids` (each below `count`) by segment, their rows from `rows`
+    /// (below `axis_len`). `Ok(None)` if they do not fit `u32` entries or the memory is not
+    /// there; `Err` for an index out of range.
+    pub fn by_ids<S: Source, J: GatherIndex>(
+        rows: &S,
+        axis_len: usize,
+        ids: ArrayView1<'_, J>,
+        count: usize,
+    ) -> Result<Option<Csr>, BadIndex> {
+        let n = ids.len();
+        if !Self::fits(axis_len, n) {
+            return Ok(None);
+        }
+        let (Some(mut offsets), Some(mut entries), Some(mut pos)) =
+            (zeroed::<usize>(count + 1), zeroed(n), zeroed(n))
+        else {
+            return Ok(None);
+        };
+        // Checked ids are below `count`; indexing is checked all the same.
+        let id = |q: usize| ids[q].to_i128() as usize;
+        for q in 0..n {
+            offsets[id(q) + 1] += 1;
+        }
+        for s in 0..count {
+            offsets[s + 1] += offsets[s];
+        }
+        // Each segment's next free entry.
+        let mut next = offsets[..count].to_vec();
+        for q in 0..n {
+            let slot = &mut next[id(q)];
+            entries[*slot] = rows.row(q)?.map_or(SKIPPED, |r| r as u32);
+            pos[*slot] = q as u32;
+            *slot += 1;
+        }
+        Ok(Some(Csr {
+            offsets,
+            rows: entries,
+            pos,
+        }))
+    }
+
+    /// Segments that are ranges of positions (`count` of them, segment `s` the positions
+    /// `bounds(s)`), their rows from `rows`. As [`by_ids`](Self::by_ids) otherwise.
+    pub fn by_ranges<S: Source>(
+        rows: &S,
+        axis_len: usize,
+        positions: usize,
+        count: usize,
+        bounds: impl Fn(usize) -> Range<usize>,
+    ) -> Result<Option<Csr>, BadIndex> {
+        if !Self::fits(axis_len, positions) {
+            return Ok(None);
+        }
+        let mut csr = Csr {
+            offsets: Vec::new(),
+            rows: Vec::new(),
+            pos: Vec::new(),
+        };
+        if csr.offsets.try_reserve_exact(count + 1).is_err()
+            || csr.rows.try_reserve_exact(positions).is_err()
+            || csr.pos.try_reserve_exact(positions).is_err()
+        {
+            return Ok(None);
+        }
+        csr.offsets.push(0);
+        for s in 0..count {
+            for p in bounds(s) {
+                csr.rows.push(rows.row(p)?.map_or(SKIPPED, |r| r as u32));
+                csr.pos.push(p as u32);
+            }
+            csr.offsets.push(csr.rows.len());
+        }
+        Ok(Some(csr))
+    }
+
+    /// The number of segments.
+    pub fn count(&self) -> usize {
+        self.offsets.len() - 1
+    }
+}
+
+impl Entries for Csr {
+    #[inline(always)]
+    fn len(&self) -> usize {
+        self.rows.len()
+    }
+    #[inline(always)]
+    fn segment(&self, s: usize) -> Range<usize> {
+        self.offsets[s]..self.offsets[s + 1]
+    }
+    #[inline(always)]
+    fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex> {
+        let r = self.rows[k];
+        Ok((r != SKIPPED).then(|| (r as usize, self.pos[k] as usize)))
+    }
+    #[inline(always)]
+    fn peek(&self, k: usize) -> usize {
+        self.rows[k] as usize
+    }
+}
