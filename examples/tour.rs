@@ -236,5 +236,34 @@ fn main() -> Result<(), GatherError> {
         reduce::Add,
     )?;
     println!("scatter_multiaxis: (x, y) points splatted into [N, H, W, C]:\n{img}\n");
+
+    println!("=== gather_reduce: bags, segments and graphs (the gather fused with its reduction)\n");
+    let table = array![[1.0, 0.0], [0.0, 1.0], [2.0, 2.0], [3.0, -1.0]];
+    let (idx, offsets) = (array![3_i64, 0, 2, 2, 1], array![0_i64, 2, 2]);
+    let w = array![1.0, 0.5, 1.0, 2.0, 1.0];
+    let bags = table.gather_reduce(&idx, Segments::starts(&offsets), 0, Pooling::Sum.weighted(&w))?;
+    println!(
+        "F.embedding_bag(idx {idx}, table, offsets {offsets}, mode=\"sum\", per_sample_weights {w}):\n{bags}\n"
+    );
+    let (src, dst) = (array![0_i64, 1, 2, 3, 3], array![1_i64, 1, 0, 0, 2]);
+    let mean = table.gather_reduce(&src, Segments::ids(&dst, 4), 0, Pooling::Mean)?;
+    println!(
+        "a graph layer, edges src {src} -> dst {dst}, mean of the neighbours (node 3 has none):\n{mean}\n"
+    );
+    let (max, arg) = table.gather_reduce_arg(&src, Segments::ids(&dst, 4), 0, Pooling::Max)?;
+    println!("max and the edge it came from (torch_scatter.scatter_max; 5 = none):\n{max}\n{arg}\n");
+    // Backward of the mean layer with respect to the features: each edge's share of its
+    // destination's gradient (1 / in-degree), summed into its source.
+    let grad_h = Array::from_elem((4, 2), 1.0);
+    let degree = Array::from_elem(src.len(), 1.0).segment_reduce(Segments::ids(&dst, 4), 0, Pooling::Sum)?;
+    let share = dst.mapv(|d| 1.0 / degree[d as usize]);
+    let grad_x = grad_h.gather_reduce(&dst, Segments::ids(&src, 4), 0, Pooling::Sum.weighted(&share))?;
+    println!("its backward, d(loss)/d(x) for d(loss)/d(h) = 1:\n{grad_x}\n");
+    let ragged = table.segment_reduce(
+        Segments::lengths(&[3, 0, 1]),
+        0,
+        Pooling::Max.fill(f64::NEG_INFINITY),
+    )?;
+    println!("torch.segment_reduce(table, \"max\", lengths [3, 0, 1]):\n{ragged}\n");
     Ok(())
 }

@@ -267,8 +267,9 @@ impl fmt::Display for ParseReductionError {
             return write!(
                 f,
                 "reduction \"mean\" is not a scatter reducer: a scatter combines one update at a \
-                 time, and a mean needs each element's count (scatter a sum and the counts, \
-                 then divide)"
+                 time, and a mean needs each element's count (gather_reduce / segment_reduce \
+                 with Pooling::Mean compute it, torch's index_reduce_(\"mean\", \
+                 include_self=False))"
             );
         }
         write!(

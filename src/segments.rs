@@ -113,7 +113,7 @@ impl<'a, J: GatherIndex> Segments<'a, J> {
     }
 }
 
-impl Segments<'static> {
+impl<'a> Segments<'a> {
     /// Segments of `len` positions each (torch `embedding_bag`'s 2-D input of bags of
     /// `len`): the count is the number of positions divided by `len`.
     pub fn uniform(len: usize) -> Self {

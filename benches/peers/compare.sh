@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # One-command peer comparison: the gather workloads W1-W8 (with the prepared gathers
 # P3-P8) and the scatter workloads S1-S5, S8 in ndarray-gather, NumPy and ONNX Runtime
-# (1 and 2 intra-op threads) on this machine, in one run, as two tables and a chart
-# (benches/peers/speed.svg, shown in the README).
+# (1 and 2 intra-op threads), and the gather-reduce workloads B1-B4, G1-G4, R1 in
+# ndarray-gather, PyTorch (1 and 2 intra-op threads) and hand-written fused Rust loops,
+# on this machine, in one run, as tables and a chart (benches/peers/speed.svg, shown in
+# the README; gathers and scatters).
 #
 #   benches/peers/compare.sh            # all workloads
 #   benches/peers/compare.sh W1 W7 S5   # some
+#   benches/peers/compare.sh B1 G1 G4   # gather-reduces only
 #
-# Python packages install into benches/peers/.venv from PyPI on first use. CI does not
-# run this. Medians in microseconds; ratios crate / fastest peer (< 1 is faster).
+# Python packages install into benches/peers/.venv from PyPI on first use (torch's default
+# wheel pulls CUDA libraries, about 3 GB; only its CPU side runs). CI does not run this. Medians in microseconds; ratios crate / fastest peer (< 1 is faster).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -17,17 +20,26 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet numpy onnx onnxruntime
 fi
+if ! "$venv/bin/python" -c "import torch" 2> /dev/null; then
+  "$venv/bin/pip" install --quiet torch
+fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-(cd "$root" && cargo build --quiet --release --example workloads --example scatter_workloads)
+(cd "$root" && cargo build --quiet --release --example workloads --example scatter_workloads --example reduce_workloads)
 # Peers and crate take turns per workload, so that a slow spell of this (shared, noisy)
 # machine hits both sides of a ratio rather than one.
 ids=("$@")
-[ ${#ids[@]} -eq 0 ] && ids=(W1 W2 W3 W4 W5 W6 W7 W8 S1 S2 S3 S4 S5 S8)
-touch "$tmp/peers.txt" "$tmp/crate.txt" "$tmp/speers.txt" "$tmp/scrate.txt"
+[ ${#ids[@]} -eq 0 ] && ids=(W1 W2 W3 W4 W5 W6 W7 W8 S1 S2 S3 S4 S5 S8 B1 B2 B3 B4 G1 G2 G3 G4 R1)
+touch "$tmp/peers.txt" "$tmp/crate.txt" "$tmp/speers.txt" "$tmp/scrate.txt" "$tmp/rpeers.txt" "$tmp/rcrate.txt"
 for id in "${ids[@]}"; do
   # OPENBLAS_CORETYPE slows a current numpy; nothing here uses BLAS, but unset it anyway.
   case "$id" in
+    B* | G* | R*)
+      "$venv/bin/python" "$here/reduce_peers.py" "$id" >> "$tmp/rpeers.txt"
+      "$root/target/release/examples/reduce_workloads" "$id" >> "$tmp/rcrate.txt"
+      # The crate on one thread too (its speed-up on two).
+      RAYON_NUM_THREADS=1 "$root/target/release/examples/reduce_workloads" "$id" \
+        | awk '$2 == "into" || $2 == "plan_into" || ($1 ~ /^G3/ && $2 == "alloc") { print $1, "crate1", $3 }' >> "$tmp/rcrate.txt" ;;
     S*)
       env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" "$here/scatter_peers.py" "$id" >> "$tmp/speers.txt"
       "$root/target/release/examples/scatter_workloads" "$id" >> "$tmp/scrate.txt" ;;
@@ -41,7 +53,7 @@ for id in "${ids[@]}"; do
   esac
 done
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(date -u +%Y-%m-%d)"
-"$venv/bin/python" - "$tmp/crate.txt" "$tmp/peers.txt" "$tmp/scrate.txt" "$tmp/speers.txt" <<'PY'
+"$venv/bin/python" - "$tmp/crate.txt" "$tmp/peers.txt" "$tmp/scrate.txt" "$tmp/speers.txt" "$tmp/rcrate.txt" "$tmp/rpeers.txt" <<'PY'
 import sys
 def load(*paths):
     rows = {}
@@ -92,6 +104,23 @@ if srows:
     print("\nscatter times in microseconds (medians), destination reset untimed; memcpy 1T = one thread"
           " copying the updates' bytes (S5: the indices'); ORT returns a new tensor, so its times include"
           " copying the data")
+rrows = load(sys.argv[5], sys.argv[6])
+if rrows:
+    print("\n| workload | crate | crate alloc | plan build | hand 1T | hand 2T | torch 1T | torch 2T | torch build | memcpy 1T"
+          " | crate / best torch | crate / hand 2T | crate 1T / 2T |")
+    print("|---|" + "---:|" * 12)
+    for wid, r in rrows.items():
+        main = r.get("plan_into", r.get("into", r.get("alloc")))
+        cell = lambda k: f"{r[k] / 1000:.3f}" if k in r else "-"
+        torch = min(r[p] for p in ("torch1", "torch2") if p in r) if ("torch1" in r or "torch2" in r) else None
+        ratio = lambda a, b: f"{a / b:.2f}" if a and b else "-"
+        print(f"| {wid} | {main / 1000:.3f} | " + " | ".join(cell(k) for k in ("alloc", "plan_build", "hand1", "hand2", "torch1", "torch2", "torch_build", "memcpy"))
+              + f" | {ratio(main, torch)} | {ratio(main, r.get('hand2'))} | {ratio(r.get('crate1'), main)} |")
+    print("\ngather-reduce times in microseconds (medians); crate = the `_into` call (G3: the allocating"
+          " gather_reduce_arg; G4: the plan's apply_into, its plan built once), on the default 2 threads;"
+          " hand = the fused loop a user writes (2T: two threads, each owning half the outputs);"
+          " torch: B embedding_bag, G1 index_select + index_add_, G2 / G3 index_reduce_, G4 sparse.mm"
+          " (CSR built once: torch build), R1 segment_reduce")
 PY
 # The chart shown in the README, from the same run.
 "$venv/bin/python" "$here/chart.py" "$here/speed.svg" "$tmp/crate.txt" "$tmp/peers.txt" "$tmp/scrate.txt" "$tmp/speers.txt"

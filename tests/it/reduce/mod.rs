@@ -1,5 +1,7 @@
-//! The gather-reduce tests: the reference property, hand-checked cases and errors, thread
-//! counts, and PyTorch's fixtures.
+//! The gather-reduce tests: the reference property, hand-checked cases and errors, large
+//! calls on one and three threads, and PyTorch's fixtures.
 
+mod cases;
 mod fixtures;
+mod large;
 mod props;
