@@ -95,3 +95,18 @@ pub(crate) fn into_dim<A, D: Dimension>(op: &'static str, a: ArrayD<A>) -> Resul
     a.into_dimensionality::<D>()
         .map_err(|_| internal(op, "the output's rank is not the one its types give"))
 }
+
+/// An array of zeros of shape `dim`, its storage advised into huge pages and faulted in
+/// as [`fault_in_huge_pages`] does when large: a gather-reduce's fresh output (and
+/// argmax), which its threads then write row by row. (`vec!` of a primitive zero takes
+/// fresh zeroed pages from the allocator without writing them, so the advice still comes
+/// before the first touch, and faulting in keeps them zero.)
+pub(crate) fn zeros<A: Clone + num_traits::Zero, D: Dimension>(
+    op: &'static str,
+    dim: D,
+) -> Result<Array<A, D>, GatherError> {
+    let n = dim.size();
+    let mut v: Vec<A> = vec![A::zero(); n];
+    fault_in_huge_pages(&mut v);
+    Array::from_shape_vec(dim, v).map_err(|_| internal(op, "a fresh output of another size"))
+}

@@ -20,7 +20,7 @@ mod scatter;
 
 use ndarray::{RawData, ViewRepr};
 
-pub(crate) use self::fresh::{fresh, fresh_loops, into_dim};
+pub(crate) use self::fresh::{fresh, fresh_loops, into_dim, zeros};
 pub(crate) use self::raw::{Dims, Raw};
 pub(crate) use self::scatter::Fit;
 use crate::error::GatherError;

@@ -5,6 +5,7 @@
 use ndarray::{Array, Array1, ArrayRef, ArrayView1, Dimension};
 
 use crate::axis::normalize_axis;
+use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
@@ -367,7 +368,7 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
 
     /// The output in a fresh array.
     pub fn fresh(&self, walk: impl Walk<A>) -> Result<Array<A, D>, GatherError> {
-        let mut out = Array::zeros(self.out_dim()?);
+        let mut out = zeros(self.op, self.out_dim()?)?;
         self.run(&mut out, None, walk)?;
         Ok(out)
     }
@@ -388,8 +389,8 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
     /// The output and its argmax, in fresh arrays.
     pub fn with_arg(&self, walk: impl Walk<A>) -> Result<WithArg<A, D>, GatherError> {
         let dim = self.out_dim()?;
-        let mut out = Array::zeros(dim.clone());
-        let mut arg = Array::zeros(dim);
+        let mut out = zeros(self.op, dim.clone())?;
+        let mut arg = zeros(self.op, dim)?;
         self.run(&mut out, Some(&mut arg), walk)?;
         Ok((out, arg))
     }

@@ -37,12 +37,12 @@ impl<A: PoolElement> Tally<A> {
     }
 }
 
-/// `replace` for Max / Min: a strictly better value, or a NaN where there was none.
+/// `replace` for Max / Min: a strictly better value, or a NaN where there was none
+/// (`!(new <= old)` holds for a greater and for a NaN `new`).
 #[inline(always)]
-#[allow(clippy::eq_op)]
+#[allow(clippy::eq_op, clippy::neg_cmp_op_on_partial_ord)]
 fn better<A: PartialOrd>(max: bool, old: &A, new: &A) -> bool {
-    let nan_over_number = new != new && old == old;
-    (if max { new > old } else { new < old }) || nan_over_number
+    (if max { !(new <= old) } else { !(new >= old) }) && old == old
 }
 
 impl<A: PoolElement> Pooler<'_, A> {

@@ -91,11 +91,12 @@ impl<A: PoolElement, const MAX: bool, const ARG: bool> RowOp<A> for Extremum<MAX
         }
     }
     /// A strictly better value, or a NaN over a number, replaces: a select, so that the
-    /// loop vectorizes.
+    /// loop vectorizes. "Not worse, and the old value not a NaN" says both in two compares:
+    /// `!(x <= o)` holds for a greater `x` and for a NaN `x`.
     #[inline(always)]
-    #[allow(clippy::eq_op)]
+    #[allow(clippy::eq_op, clippy::neg_cmp_op_on_partial_ord)]
     fn next(o: &mut [A], x: &[A], _: &A, a: &mut [u32], p: u32) {
-        let better = |o: &A, x: &A| (if MAX { x > o } else { x < o }) || (x != x && o == o);
+        let better = |o: &A, x: &A| (if MAX { !(x <= o) } else { !(x >= o) }) && o == o;
         if ARG {
             for ((o, x), a) in o.iter_mut().zip(x).zip(a) {
                 let replace = better(o, x);
