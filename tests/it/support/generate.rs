@@ -5,13 +5,15 @@ use proptest::prelude::*;
 
 use super::layouts::{Held, Layout, any_layout};
 
-/// Cases per property; `PROPTEST_CASES` overrides (CI keeps the default).
+/// Cases per property; `PROPTEST_CASES` overrides (CI keeps the default). Under Miri no
+/// failures are persisted (Miri's isolation has no file system).
 pub fn config() -> ProptestConfig {
     ProptestConfig {
         cases: std::env::var("PROPTEST_CASES")
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(256),
+        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
         ..ProptestConfig::default()
     }
 }
