@@ -51,7 +51,11 @@ fn by_loop(
 /// Every pooling of the loop; under Miri (its threads are slow) one that divides and one
 /// with an argmax.
 fn poolings() -> &'static [Pooling] {
-    if cfg!(miri) { &[Pooling::Mean, Pooling::Max] } else { &[Pooling::Sum, Pooling::Mean, Pooling::Max, Pooling::Min] }
+    if cfg!(miri) {
+        &[Pooling::Mean, Pooling::Max]
+    } else {
+        &[Pooling::Sum, Pooling::Mean, Pooling::Max, Pooling::Min]
+    }
 }
 
 fn values(n: usize, seed: u64) -> Vec<i64> {
@@ -140,12 +144,14 @@ fn large_bags_give_the_loops_bits_on_any_thread_count() {
                 .unwrap()
         });
         assert_eq!(got, want, "{pooling}");
-        let got = on_1_and_3(|| {
-            table
-                .gather_reduce(&idx, Segments::lengths(&lens), 0, pooling)
-                .unwrap()
-        });
-        assert_eq!(got, want, "lengths {pooling}");
+        if !cfg!(miri) {
+            let got = on_1_and_3(|| {
+                table
+                    .gather_reduce(&idx, Segments::lengths(&lens), 0, pooling)
+                    .unwrap()
+            });
+            assert_eq!(got, want, "lengths {pooling}");
+        }
         if matches!(pooling, Pooling::Max | Pooling::Min) {
             let got = on_1_and_3(|| {
                 table

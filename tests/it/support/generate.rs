@@ -13,7 +13,11 @@ pub fn config() -> ProptestConfig {
             .ok()
             .and_then(|s| s.parse().ok())
             .unwrap_or(256),
-        failure_persistence: if cfg!(miri) { None } else { ProptestConfig::default().failure_persistence },
+        failure_persistence: if cfg!(miri) {
+            None
+        } else {
+            ProptestConfig::default().failure_persistence
+        },
         ..ProptestConfig::default()
     }
 }
