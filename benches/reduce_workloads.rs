@@ -35,6 +35,8 @@ pub struct ReduceWorkload {
     pub id: &'static str,
     /// The output's bytes (the memcpy reference copies as many).
     pub out_bytes: usize,
+    /// The bytes of the rows the call gathers (what a gather would materialize).
+    pub gathered_bytes: usize,
     pub variants: Vec<Variant>,
 }
 
@@ -130,6 +132,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
     let mut variants: Vec<Variant> = Vec::new();
     let id: &'static str = REDUCE_IDS.iter().find(|i| **i == id).expect("a workload id");
     let out_bytes;
+    let gathered_bytes;
     match &id[..1] {
         "B" => {
             let t = table(1_000_000);
@@ -139,6 +142,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
             let starts = Array1::from(starts);
             let bags = starts.len();
             out_bytes = bags * WIDTH * 4;
+            gathered_bytes = n * WIDTH * 4;
             let pooling = match id {
                 "B3_bag_mean" => Pooling::Mean,
                 "B4_bag_max" => Pooling::Max,
@@ -216,6 +220,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
             let src = Array1::from(uniform(edges, nodes, 21));
             let dst = Array1::from(uniform(edges, nodes, 22));
             out_bytes = nodes * WIDTH * 4;
+            gathered_bytes = edges * WIDTH * 4;
             let pooling = match id {
                 "G2_graph_mean" => Pooling::Mean,
                 "G3_graph_max_arg" => Pooling::Max,
@@ -280,6 +285,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
                     return ReduceWorkload {
                         id,
                         out_bytes,
+                        gathered_bytes,
                         variants,
                     };
                 }
@@ -343,6 +349,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
             let lengths = Array1::from(lengths);
             let segs = lengths.len();
             out_bytes = segs * WIDTH * 4;
+            gathered_bytes = n * WIDTH * 4;
             let (d1, l1) = (data.clone(), lengths.clone());
             variants.push((
                 "alloc",
@@ -366,6 +373,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
     ReduceWorkload {
         id,
         out_bytes,
+        gathered_bytes,
         variants,
     }
 }

@@ -5,6 +5,11 @@
 //! bytes). `benches/peers/reduce_peers.py` prints the same lines for PyTorch.
 //!
 //! `cargo run --release --example reduce_workloads [ID...]`
+//!
+//! `cargo run --release --example reduce_workloads -- --peak G1` (or `B1`) instead prints
+//! the growth of the process's peak memory (VmHWM, Linux) during one allocating call,
+//! against the output's bytes and the bytes a gather would have materialized; one
+//! workload per process, so that each peak is its own.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -26,8 +31,39 @@ fn median(budget: Duration, mut f: impl FnMut()) -> f64 {
     times[times.len() / 2] as f64
 }
 
+fn peak_kib() -> Option<usize> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--peak") {
+        let id = args.get(1).map_or("G1", String::as_str);
+        let mut w = reduce_workloads::build_reduce(if id == "B1" { "B1_bag_sum" } else { "G1_graph_sum" });
+        let (_, alloc) = w
+            .variants
+            .iter_mut()
+            .find(|(name, _)| *name == "alloc")
+            .expect("an allocating call");
+        let before = peak_kib();
+        alloc();
+        let after = peak_kib();
+        let mib = |bytes: usize| bytes as f64 / (1 << 20) as f64;
+        println!(
+            "{id}: output {:.1} MiB, a gather would materialize {:.1} MiB",
+            mib(w.out_bytes),
+            mib(w.gathered_bytes)
+        );
+        if let (Some(b), Some(a)) = (before, after) {
+            println!(
+                "growth of the peak during the call {:.1} MiB",
+                (a - b) as f64 / 1024.0
+            );
+        }
+        return;
+    }
     for id in reduce_workloads::REDUCE_IDS
         .iter()
         .filter(|id| args.is_empty() || args.iter().any(|a| id.starts_with(a.as_str())))

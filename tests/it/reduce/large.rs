@@ -48,13 +48,12 @@ fn by_loop(
     (out, arg)
 }
 
-/// Every pooling of the loop; under Miri (its threads are slow) one that divides and one
-/// with an argmax.
-fn poolings() -> &'static [Pooling] {
+/// Every pooling of the loop; under Miri (its threads are slow) `miri`'s alone.
+fn poolings(miri: Pooling) -> Vec<Pooling> {
     if cfg!(miri) {
-        &[Pooling::Mean, Pooling::Max]
+        vec![miri]
     } else {
-        &[Pooling::Sum, Pooling::Mean, Pooling::Max, Pooling::Min]
+        vec![Pooling::Sum, Pooling::Mean, Pooling::Max, Pooling::Min]
     }
 }
 
@@ -93,7 +92,8 @@ fn large_graphs_give_the_loops_bits_on_any_thread_count() {
         (5000, 64, 40_000)
     };
     let (x, src, dst) = graph(nodes, width, edges);
-    for &pooling in poolings() {
+    // (Under Miri: sorted ids with an argmax.)
+    for pooling in poolings(Pooling::Max) {
         let (want, want_arg) = by_loop(&x.view(), &src, &dst, nodes, pooling);
         let got = on_1_and_3(|| {
             x.gather_reduce(&src, Segments::ids(&dst, nodes), 0, pooling)
@@ -136,7 +136,8 @@ fn large_bags_give_the_loops_bits_on_any_thread_count() {
         .iter()
         .map(|&i| if i < 0 { i + rows as i64 } else { i })
         .collect();
-    for &pooling in poolings() {
+    // (Under Miri: sorted segments with a divisor.)
+    for pooling in poolings(Pooling::Mean) {
         let (want, want_arg) = by_loop(&table.view(), &resolved, ids.as_slice().unwrap(), bags, pooling);
         let got = on_1_and_3(|| {
             table
