@@ -139,45 +139,65 @@ impl<A: PoolElement> Pooler<'_, A> {
     pub unsafe fn finish(&self, g: &Geometry<A>, o: *mut A, arg: *mut usize, tally: &Tally<A>) {
         // SAFETY: the caller's contract, which every `each_out` below needs.
         unsafe {
-            if tally.count == 0 {
-                g.each_out(o, arg, |o, a| {
+            match self.end(tally) {
+                End::Fill => g.each_out(o, arg, |o, a| {
                     *o = self.fill.clone();
                     if let Some(a) = a {
                         *a = self.positions;
                     }
-                });
-                return;
-            }
-            let weighted = self.weights.is_some();
-            let divisor = match self.pooling {
-                Pooling::Mean if weighted => Some(tally.weight.clone()),
-                Pooling::Mean => A::from_usize(tally.count),
-                Pooling::SqrtN => {
-                    let n = if weighted {
-                        tally.weight_sq.to_f64().unwrap_or(f64::NAN)
-                    } else {
-                        tally.count as f64
-                    };
-                    A::from_f64(n.sqrt())
-                }
-                _ => return,
-            };
-            match divisor {
-                Some(d) if !(self.integral && d.is_zero()) => {
-                    g.each_out(o, arg, |o, _| *o = divide(o, &d, self.integral))
-                }
-                // An integer divided by zero gives zero; a count beyond the range of `A`
-                // (a small integer type) exceeds every sum, which truncates to zero.
-                _ => g.each_out(o, arg, |o, _| *o = A::zero()),
+                }),
+                End::Keep => {}
+                End::Divide(d) => g.each_out(o, arg, |o, _| *o = divide(o, &d, self.integral)),
+                End::Zero => g.each_out(o, arg, |o, _| *o = A::zero()),
             }
         }
     }
+
+    /// What ends a segment of `tally`: the fill (empty), nothing, a division, or zero.
+    #[inline(always)]
+    pub fn end(&self, tally: &Tally<A>) -> End<A> {
+        if tally.count == 0 {
+            return End::Fill;
+        }
+        let weighted = self.weights.is_some();
+        let divisor = match self.pooling {
+            Pooling::Mean if weighted => Some(tally.weight.clone()),
+            Pooling::Mean => A::from_usize(tally.count),
+            Pooling::SqrtN => {
+                let n = if weighted {
+                    tally.weight_sq.to_f64().unwrap_or(f64::NAN)
+                } else {
+                    tally.count as f64
+                };
+                A::from_f64(n.sqrt())
+            }
+            _ => return End::Keep,
+        };
+        match divisor {
+            Some(d) if !(self.integral && d.is_zero()) => End::Divide(d),
+            // An integer divided by zero gives zero; a count beyond the range of `A` (a
+            // small integer type) exceeds every sum, which truncates to zero.
+            _ => End::Zero,
+        }
+    }
+}
+
+/// How a segment's output row ends ([`Pooler::end`]).
+pub(crate) enum End<A> {
+    /// Empty: the fill (and the argmax sentinel).
+    Fill,
+    /// As accumulated.
+    Keep,
+    /// Divided by the value (`divide`).
+    Divide(A),
+    /// Zero (an integer divided by zero, or by a count beyond its type).
+    Zero,
 }
 
 /// `a / d`; for integers without the overflow of `MIN / -1` (which wraps to `MIN`, as
 /// Rust's wrapping division does).
 #[inline(always)]
-fn divide<A: PoolElement>(a: &A, d: &A, integral: bool) -> A {
+pub(crate) fn divide<A: PoolElement>(a: &A, d: &A, integral: bool) -> A {
     if integral && let (Some(x), Some(y)) = (a.to_i128(), d.to_i128()) {
         return x
             .checked_div(y)

@@ -7,6 +7,7 @@
 
 use std::ops::Range;
 
+use super::pool::{End, divide};
 use super::{Entries, Geometry, Pooler, Source, Tally};
 use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
@@ -249,6 +250,34 @@ unsafe fn rows_of<'b, A>(g: &Geometry<A>, r: usize, s: usize) -> (&'b [A], &'b m
     }
 }
 
+/// Ends segment `s`'s rows as [`Pooler::finish`] does, a division on the row as a slice
+/// (so that it vectorizes).
+///
+/// # Safety
+/// The contract of [`Walker::walk`]; `s < segments` is this thread's.
+#[inline(always)]
+unsafe fn end_row<A: PoolElement>(g: &Geometry<A>, p: &Pooler<'_, A>, s: usize, tally: &Tally<A>) {
+    let (o, a) = g.out_row(s);
+    match p.end(tally) {
+        End::Keep => {}
+        End::Divide(d) => {
+            // SAFETY: segment `s`'s output row, a run of `len` elements, this thread's.
+            let out = unsafe { std::slice::from_raw_parts_mut(o, g.lane.len) };
+            if p.integral {
+                for o in out {
+                    *o = divide(o, &d, true);
+                }
+            } else {
+                for o in out {
+                    *o = o.clone() / d.clone();
+                }
+            }
+        }
+        // SAFETY: as above.
+        End::Fill | End::Zero => unsafe { p.finish(g, o, a, tally) },
+    }
+}
+
 /// Segments that are ranges of entries (`sorted`): `segs` of `e`.
 pub(super) struct Sorted<'e, E> {
     pub e: &'e E,
@@ -276,7 +305,7 @@ impl<A: PoolElement, E: Entries> Walker<A> for Sorted<'_, E> {
                 let (x, o) = unsafe { rows_of(g, r, s) };
                 combine::<A, Op>(p, o, x, &mut arg, pos, &mut tally);
             }
-            let (o, a) = g.out_row(s);
+            let a = g.out_row(s).1;
             if Op::ARG && tally.count > 0 {
                 // SAFETY: segment `s`'s argmax row, a run of `len` (the contract).
                 let a = unsafe { std::slice::from_raw_parts_mut(a, arg.len()) };
@@ -285,7 +314,7 @@ impl<A: PoolElement, E: Entries> Walker<A> for Sorted<'_, E> {
                 }
             }
             // SAFETY: segment `s`'s rows (as above).
-            unsafe { p.finish(g, o, a, &tally) };
+            unsafe { end_row(g, p, s, &tally) };
         }
         Ok(())
     }
@@ -330,9 +359,8 @@ impl<A: PoolElement, S: Source, J: GatherIndex> Walker<A> for ById<'_, S, J> {
             combine::<A, Op>(p, o, x, &mut [], q, &mut tallies[s - span.start]);
         }
         for (s, tally) in span.clone().zip(&tallies) {
-            let (o, a) = g.out_row(s);
             // SAFETY: segment `s`'s rows, in this walk's span.
-            unsafe { p.finish(g, o, a, tally) };
+            unsafe { end_row(g, p, s, tally) };
         }
         Ok(())
     }
