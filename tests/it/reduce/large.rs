@@ -5,7 +5,7 @@
 use ndarray::{Array1, Array2, ArrayView2};
 use ndarray_gather::prelude::*;
 
-use crate::support::threads::on_1_and_3;
+use crate::support::threads::on_1_and_3_natively as on_1_and_3;
 
 /// A plain loop: positions in order, each combined into its segment's row (ids
 /// segments, axis 0, f32), with the argmax; decisions 15-17 for Sum, Mean, Max, Min.

@@ -362,8 +362,8 @@ proptest! {
     fn gather_reduce_matches_reference_u8(c in case()) { run::<u8, i64, i64>(&c)?; }
     #[test]
     fn gather_reduce_matches_reference_other_index_types(c in case()) {
-        run::<f64, i32, usize>(&c)?;
-        run::<f64, u32, i32>(&c)?;
-        run::<f64, usize, u16>(&c)?;
+        // (One combination: each instantiates every walk again, and the build is CI's
+        // longest step; the index types share `GatherIndex`'s one conversion.)
+        run::<f64, i32, u32>(&c)?;
     }
 }
