@@ -35,23 +35,29 @@ impl<'a, J: GatherIndex> Checked<'a, J> {
             detail,
         };
         let total = positions as i128;
+        // Offsets and starts: non-decreasing from 0, at most the positions; the last entry
+        // of `o` (which the caller checks further).
+        let rising = |kind: &'static str, o: &ArrayView1<'_, J>, range: &str| -> Result<i128, GatherError> {
+            let mut prev = 0;
+            for (e, v) in o.iter().map(|v| v.to_i128()).enumerate() {
+                if e == 0 && v != 0 {
+                    return Err(bad(
+                        kind,
+                        0,
+                        v,
+                        format!("the first {} must be 0", &kind[..kind.len() - 1]),
+                    ));
+                }
+                if v < prev || v > total {
+                    return Err(bad(kind, e, v, format!("{kind} must be non-decreasing, {range}")));
+                }
+                prev = v;
+            }
+            Ok(prev)
+        };
         match &segments.kind {
             Kind::Offsets(o) => {
-                let mut prev = 0;
-                for (e, v) in o.iter().map(|v| v.to_i128()).enumerate() {
-                    if e == 0 && v != 0 {
-                        return Err(bad("offsets", 0, v, "the first offset must be 0".into()));
-                    }
-                    if v < prev || v > total {
-                        return Err(bad(
-                            "offsets",
-                            e,
-                            v,
-                            format!("offsets must be non-decreasing, from 0 to the {positions} positions"),
-                        ));
-                    }
-                    prev = v;
-                }
+                let last = rising("offsets", o, &format!("from 0 to the {positions} positions"))?;
                 match o.len() {
                     0 => Err(bad(
                         "offsets",
@@ -59,33 +65,21 @@ impl<'a, J: GatherIndex> Checked<'a, J> {
                         0,
                         "there are none: offsets need S + 1 entries, the first 0".into(),
                     )),
-                    n if prev != total => Err(bad(
+                    n if last != total => Err(bad(
                         "offsets",
                         n - 1,
-                        prev,
+                        last,
                         format!("the last offset must be the number of positions, {positions}"),
                     )),
                     n => Ok(Checked::Sorted(Bounds::Offsets(*o), n - 1)),
                 }
             }
             Kind::Starts(o) => {
-                let mut prev = 0;
-                for (e, v) in o.iter().map(|v| v.to_i128()).enumerate() {
-                    if e == 0 && v != 0 {
-                        return Err(bad("starts", 0, v, "the first start must be 0".into()));
-                    }
-                    if v < prev || v > total {
-                        return Err(bad(
-                            "starts",
-                            e,
-                            v,
-                            format!(
-                                "starts must be non-decreasing, from 0 and at most the {positions} positions"
-                            ),
-                        ));
-                    }
-                    prev = v;
-                }
+                rising(
+                    "starts",
+                    o,
+                    &format!("from 0 and at most the {positions} positions"),
+                )?;
                 Ok(Checked::Sorted(Bounds::Starts(*o, positions), o.len()))
             }
             Kind::Lengths(l) => {
@@ -481,6 +475,24 @@ pub(crate) enum Done<A, D> {
     Fresh(Array<A, D>),
     Into,
     Arg(Array<A, D>, Array<usize, D>),
+}
+
+impl<A, D> Done<A, D> {
+    /// The fresh output `Out::Fresh` asked for.
+    pub fn fresh(self, op: &'static str) -> Result<Array<A, D>, GatherError> {
+        match self {
+            Done::Fresh(out) => Ok(out),
+            _ => Err(internal(op, "a fresh output was asked for")),
+        }
+    }
+
+    /// The output and argmax `Out::Arg` asked for.
+    pub fn with_arg(self, op: &'static str) -> Result<WithArg<A, D>, GatherError> {
+        match self {
+            Done::Arg(out, arg) => Ok((out, arg)),
+            _ => Err(internal(op, "an argmax was asked for")),
+        }
+    }
 }
 
 impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {

@@ -4,8 +4,8 @@ use ndarray::{Array, ArrayBase, ArrayRef, Data, Dimension};
 
 use super::private;
 use crate::axis::AxisArg;
-use crate::call::reduce::{self, Done, Out};
-use crate::error::{GatherError, internal};
+use crate::call::reduce::{self, Out};
+use crate::error::GatherError;
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::pool::{Pool, PoolElement};
@@ -105,10 +105,7 @@ where
         let op = "gather_reduce";
         let x = self.array_ref();
         indices.with_ref(op, |ix| {
-            match reduce::gather_reduce(op, x, ix, &segments, axis.signed(), pool.into(), Out::Fresh)? {
-                Done::Fresh(out) => Ok(out),
-                _ => Err(internal(op, "a fresh output was asked for")),
-            }
+            reduce::gather_reduce(op, x, ix, &segments, axis.signed(), pool.into(), Out::Fresh)?.fresh(op)
         })
     }
 
@@ -184,10 +181,7 @@ where
         let op = "gather_reduce_arg";
         let x = self.array_ref();
         indices.with_ref(op, |ix| {
-            match reduce::gather_reduce(op, x, ix, &segments, axis.signed(), pool.into(), Out::Arg)? {
-                Done::Arg(out, arg) => Ok((out, arg)),
-                _ => Err(internal(op, "an argmax was asked for")),
-            }
+            reduce::gather_reduce(op, x, ix, &segments, axis.signed(), pool.into(), Out::Arg)?.with_arg(op)
         })
     }
 
@@ -222,17 +216,15 @@ where
         A: 'w,
     {
         let op = "segment_reduce";
-        match reduce::segment_reduce(
+        reduce::segment_reduce(
             op,
             self.array_ref(),
             &segments,
             axis.signed(),
             pool.into(),
             Out::Fresh,
-        )? {
-            Done::Fresh(out) => Ok(out),
-            _ => Err(internal(op, "a fresh output was asked for")),
-        }
+        )?
+        .fresh(op)
     }
 
     /// [`segment_reduce`](Self::segment_reduce) into `out`, which must have the output's

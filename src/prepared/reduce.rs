@@ -166,13 +166,8 @@ impl GatherReducePlan {
         x: &ArrayRef<A, D>,
         pool: impl Into<Pool<'w, A>>,
     ) -> Result<Array<A, D>, GatherError> {
-        match self.run("GatherReducePlan::apply", x, pool.into(), Out::Fresh)? {
-            Done::Fresh(out) => Ok(out),
-            _ => Err(internal(
-                "GatherReducePlan::apply",
-                "a fresh output was asked for",
-            )),
-        }
+        self.run("GatherReducePlan::apply", x, pool.into(), Out::Fresh)?
+            .fresh("GatherReducePlan::apply")
     }
 
     /// [`apply`](Self::apply) into `out`, which must have the output's shape (any
