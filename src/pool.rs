@@ -126,6 +126,13 @@ impl Pooling {
     }
 
     /// The name `FromStr` parses (torch's and TF's spelling).
+    ///
+    /// ```
+    /// use ndarray_gather::Pooling;
+    /// assert_eq!(Pooling::SqrtN.name(), "sqrtn");
+    /// assert_eq!(Pooling::Max.name().parse::<Pooling>()?, Pooling::Max);
+    /// # Ok::<(), ndarray_gather::GatherError>(())
+    /// ```
     pub fn name(self) -> &'static str {
         match self {
             Pooling::Sum => "sum",
@@ -211,7 +218,16 @@ impl<A> From<Pooling> for Pool<'_, A> {
 }
 
 impl<'w, A> Pool<'w, A> {
-    /// The pooling.
+    /// The pooling. The options chain in any order, a later one replacing an earlier one
+    /// of its kind:
+    ///
+    /// ```
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let w = [1.0, 2.0];
+    /// let pool: Pool<'_, f64> = Pooling::Mean.fill(-1.0).skip(0).weighted(&w).fill(0.5);
+    /// assert_eq!(pool.pooling(), Pooling::Mean);
+    /// ```
     pub fn pooling(&self) -> Pooling {
         self.pooling
     }

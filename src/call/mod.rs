@@ -17,6 +17,7 @@ mod raw;
 pub(crate) mod reduce;
 mod resolve;
 mod scatter;
+mod segments;
 
 use ndarray::{RawData, ViewRepr};
 

@@ -9,180 +9,13 @@ use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Bounds, Csr, Geometry, Lane, Pooler, Positions, Source, by_ids, sorted};
+use crate::kernel::reduce::{Csr, Geometry, Lane, Pooler, Positions, Source, by_ids, sorted};
 use crate::layout::{checked_len, unravel};
 use crate::plan::{reduce_jobs, reduce_sorts, reduce_spans};
 use crate::pool::{Pool, PoolElement, Pooling};
-use crate::segments::{Kind, Segments};
+use crate::segments::Segments;
 
-/// Segments checked against the number of positions.
-#[derive(Debug)]
-pub(crate) enum Checked<'a, J> {
-    /// Ranges of positions, and their count.
-    Sorted(Bounds<'a, J>, usize),
-    /// One id per position, each below the count.
-    Ids(ArrayView1<'a, J>, usize),
-}
-
-impl<'a, J: GatherIndex> Checked<'a, J> {
-    /// Checks `segments` for `positions` positions: the first bad entry is the error.
-    pub fn new(op: &'static str, segments: &Segments<'a, J>, positions: usize) -> Result<Self, GatherError> {
-        let bad = |kind: &'static str, entry: usize, value: i128, detail: String| GatherError::Segments {
-            op,
-            kind,
-            entry,
-            value,
-            detail,
-        };
-        let total = positions as i128;
-        // Offsets and starts: non-decreasing from 0, at most the positions; the last entry
-        // of `o` (which the caller checks further).
-        let rising = |kind: &'static str, o: &ArrayView1<'_, J>, range: &str| -> Result<i128, GatherError> {
-            let mut prev = 0;
-            for (e, v) in o.iter().map(|v| v.to_i128()).enumerate() {
-                if e == 0 && v != 0 {
-                    return Err(bad(
-                        kind,
-                        0,
-                        v,
-                        format!("the first {} must be 0", &kind[..kind.len() - 1]),
-                    ));
-                }
-                if v < prev || v > total {
-                    return Err(bad(kind, e, v, format!("{kind} must be non-decreasing, {range}")));
-                }
-                prev = v;
-            }
-            Ok(prev)
-        };
-        match &segments.kind {
-            Kind::Offsets(o) => {
-                let last = rising("offsets", o, &format!("from 0 to the {positions} positions"))?;
-                match o.len() {
-                    0 => Err(bad(
-                        "offsets",
-                        0,
-                        0,
-                        "there are none: offsets need S + 1 entries, the first 0".into(),
-                    )),
-                    n if last != total => Err(bad(
-                        "offsets",
-                        n - 1,
-                        last,
-                        format!("the last offset must be the number of positions, {positions}"),
-                    )),
-                    n => Ok(Checked::Sorted(Bounds::Offsets(*o), n - 1)),
-                }
-            }
-            Kind::Starts(o) => {
-                rising(
-                    "starts",
-                    o,
-                    &format!("from 0 and at most the {positions} positions"),
-                )?;
-                Ok(Checked::Sorted(Bounds::Starts(*o, positions), o.len()))
-            }
-            Kind::Lengths(l) => {
-                let mut offsets = Vec::with_capacity(l.len() + 1);
-                offsets.push(0);
-                let mut sum: i128 = 0;
-                for (e, v) in l.iter().map(|v| v.to_i128()).enumerate() {
-                    if v < 0 {
-                        return Err(bad("lengths", e, v, "lengths must not be negative".into()));
-                    }
-                    sum += v;
-                    if sum > total {
-                        return Err(bad(
-                            "lengths",
-                            e,
-                            v,
-                            format!(
-                                "the lengths sum to {sum} by this entry, but there are {positions} positions"
-                            ),
-                        ));
-                    }
-                    offsets.push(sum as usize);
-                }
-                if sum != total {
-                    let (e, v) = l.len().checked_sub(1).map_or((0, 0), |e| (e, l[e].to_i128()));
-                    return Err(bad(
-                        "lengths",
-                        e,
-                        v,
-                        format!("the lengths sum to {sum}, but there are {positions} positions"),
-                    ));
-                }
-                Ok(Checked::Sorted(Bounds::Owned(offsets), l.len()))
-            }
-            Kind::Uniform(len) => match *len {
-                0 => Err(bad(
-                    "uniform",
-                    0,
-                    0,
-                    "the length of uniform segments must be positive".into(),
-                )),
-                len if !positions.is_multiple_of(len) => Err(bad(
-                    "uniform",
-                    0,
-                    len as i128,
-                    format!("{positions} positions do not divide into segments of {len}"),
-                )),
-                len => Ok(Checked::Sorted(Bounds::Uniform(len), positions / len)),
-            },
-            Kind::Ids(ids, count) => {
-                if ids.len() != positions {
-                    return Err(bad(
-                        "ids",
-                        ids.len(),
-                        ids.len() as i128,
-                        format!(
-                            "there are {} ids for {positions} positions (one id per position)",
-                            ids.len()
-                        ),
-                    ));
-                }
-                let n = *count as i128;
-                if let Some((e, v)) = ids
-                    .iter()
-                    .map(|v| v.to_i128())
-                    .enumerate()
-                    .find(|&(_, v)| v < 0 || v >= n)
-                {
-                    return Err(bad(
-                        "ids",
-                        e,
-                        v,
-                        format!("ids must be in 0..{count}, the segment count"),
-                    ));
-                }
-                Ok(Checked::Ids(*ids, *count))
-            }
-        }
-    }
-
-    /// The number of segments.
-    pub fn count(&self) -> usize {
-        match self {
-            Checked::Sorted(_, n) | Checked::Ids(_, n) => *n,
-        }
-    }
-
-    /// Each position's segment.
-    pub fn to_ids(&self, positions: usize) -> Array1<usize> {
-        match self {
-            Checked::Ids(ids, _) => ids.mapv(|v| v.to_i128() as usize),
-            Checked::Sorted(bounds, n) => {
-                let mut ids = Array1::zeros(positions);
-                for s in 0..*n {
-                    for p in bounds.get(s) {
-                        ids[p] = s;
-                    }
-                }
-                ids
-            }
-        }
-    }
-}
+pub(crate) use super::segments::Checked;
 
 /// The indices of a gather-reduce, in row-major order, as the rows they read.
 pub(crate) struct Indexed<'a, I> {
@@ -447,16 +280,6 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
     }
 }
 
-/// The jobs of a sorted walk gathering `bytes` bytes into `segments` segments.
-pub(crate) fn jobs(bytes: usize, segments: usize) -> usize {
-    reduce_jobs(bytes, segments)
-}
-
-/// The spans of a walk by ids gathering `bytes` bytes into `segments` segments.
-pub(crate) fn spans(bytes: usize, segments: usize) -> usize {
-    reduce_spans(bytes, segments)
-}
-
 /// An output and its argmax.
 pub(crate) type WithArg<A, D> = (Array<A, D>, Array<usize, D>);
 
@@ -536,15 +359,15 @@ fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
                     len: positions,
                 },
                 p,
-                jobs(bytes, *n),
+                reduce_jobs(bytes, *n),
             ),
             Checked::Ids(ids, n) => {
                 // Large outputs: the positions sorted by segment, then built row by row.
                 let out_bytes = g.segments * g.row_len() * size_of::<A>();
                 match reduce_sorts(out_bytes).then(|| Csr::by_ids(rows, g.rows, *ids, *n)) {
-                    Some(Ok(Some(csr))) => sorted(g, &csr, p, jobs(bytes, *n)),
+                    Some(Ok(Some(csr))) => sorted(g, &csr, p, reduce_jobs(bytes, *n)),
                     Some(Err(bad)) => Err(bad),
-                    _ => by_ids(g, rows, *ids, p, spans(bytes, *n)),
+                    _ => by_ids(g, rows, *ids, p, reduce_spans(bytes, *n)),
                 }
             }
         },

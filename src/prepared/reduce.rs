@@ -4,12 +4,13 @@
 use ndarray::{Array, ArrayRef, Dimension};
 
 use crate::axis::{AxisArg, normalize_axis};
-use crate::call::reduce::{Checked, Done, Frame, Indexed, Out, check_pool, jobs};
+use crate::call::reduce::{Checked, Done, Frame, Indexed, Out, check_pool};
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::BadIndex;
 use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, sorted};
+use crate::plan::reduce_jobs;
 use crate::pool::{Pool, PoolElement};
 use crate::segments::Segments;
 
@@ -50,6 +51,16 @@ pub struct GatherReducePlan {
 impl GatherReducePlan {
     /// A plan for [`gather_reduce`](crate::GatherReduceExt::gather_reduce) of inputs of
     /// shape `shape` with these indices, segments and axis.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// // A bad index is the plan's error, named after it.
+    /// let err = GatherReducePlan::new(&[2, 2], &[0, 2], Segments::uniform(2), 0).unwrap_err();
+    /// assert!(err.to_string().starts_with("GatherReducePlan::new: index 2"));
+    /// # let _ = array![0];
+    /// ```
     ///
     /// # Errors
     /// As `gather_reduce`'s (but the pool's): the axis, the segments, the indices; and
@@ -140,7 +151,16 @@ impl GatherReducePlan {
         })
     }
 
-    /// The input shape the plan was made for.
+    /// The input shape the plan was made for (and, below, its segment and position
+    /// counts):
+    ///
+    /// ```
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new(&[5, 3], &[4, 0, 4], Segments::ids(&[1, 1, 0], 2), 0)?;
+    /// assert_eq!((plan.shape(), plan.segments(), plan.positions()), (&[5, 3][..], 2, 3));
+    /// # Ok::<(), GatherError>(())
+    /// ```
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
@@ -156,6 +176,17 @@ impl GatherReducePlan {
     }
 
     /// The gather-reduce of `x` (of the plan's shape) with `pool`, in a fresh array.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new(&[3], &[2, 2, 0], Segments::starts(&[0, 2]), 0)?;
+    /// assert_eq!(plan.apply(&array![1.0, 2.0, 4.0], Pooling::Sum)?, array![8.0, 1.0]);
+    /// let w = [0.5, 0.5, 3.0];
+    /// assert_eq!(plan.apply(&array![1.0, 2.0, 4.0], Pooling::Sum.weighted(&w))?, array![4.0, 3.0]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
     ///
     /// # Errors
     /// [`InputShape`](GatherError::InputShape) if `x` has another shape;
@@ -173,6 +204,17 @@ impl GatherReducePlan {
     /// [`apply`](Self::apply) into `out`, which must have the output's shape (any
     /// layout): the plan's way to run with no allocation but per-call tallies. On `Err`,
     /// `out` is unchanged.
+    ///
+    /// ```
+    /// use ndarray::{Array1, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new(&[3], &[2, 2, 0], Segments::starts(&[0, 2]), 0)?;
+    /// let mut out = Array1::zeros(2);
+    /// plan.apply_into(&array![1.0, 2.0, 4.0], Pooling::Max, &mut out)?;
+    /// assert_eq!(out, array![4.0, 1.0]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
     ///
     /// # Errors
     /// As `apply`, and [`OutputShape`](GatherError::OutputShape).
@@ -215,7 +257,7 @@ impl GatherReducePlan {
         frame.entries = self.csr.len();
         let n = self.segments();
         frame.finish(out, |g: &Geometry<A>, p: &Pooler<'_, A>, bytes: usize| {
-            sorted(g, &self.csr, p, jobs(bytes, n))
+            sorted(g, &self.csr, p, reduce_jobs(bytes, n))
         })
     }
 }
