@@ -1,5 +1,6 @@
 //! Every wrapper against its own naive reference, on random shapes, parameters, index
-//! modes, layouts of input and indices, seven index types and six element types.
+//! modes, layouts of input and indices, seven index types and six element types (in
+//! twelve pairs).
 
 use ndarray::{ArrayD, ArrayViewD};
 use ndarray_gather::prelude::*;
@@ -71,26 +72,23 @@ where
 }
 
 fn run_case(c: &Case) -> Result<(), TestCaseError> {
-    macro_rules! by_index {
-        ($a:ty) => {
-            match c.index_type {
-                0 => check::<$a, i32>(c),
-                1 => check::<$a, i64>(c),
-                2 => check::<$a, isize>(c),
-                3 => check::<$a, u32>(c),
-                4 => check::<$a, u64>(c),
-                5 => check::<$a, u16>(c),
-                _ => check::<$a, usize>(c),
-            }
-        };
-    }
-    let r = match c.elem {
-        0 => by_index!(f32),
-        1 => by_index!(f64),
-        2 => by_index!(i64),
-        3 => by_index!(u8),
-        4 => by_index!(bool),
-        _ => by_index!(String),
+    // Each element type with two of the seven index types, every index type with at least
+    // one element type: the kernels' element side (block copies, clones) and index side
+    // (resolving each type) do not meet, and the full 6 x 7 product instantiated every
+    // kernel 42 times, half the test build's time.
+    let r = match (c.elem, c.index_type % 2) {
+        (0, 0) => check::<f32, i32>(c),
+        (0, _) => check::<f32, i64>(c),
+        (1, 0) => check::<f64, isize>(c),
+        (1, _) => check::<f64, u64>(c),
+        (2, 0) => check::<i64, u32>(c),
+        (2, _) => check::<i64, i64>(c),
+        (3, 0) => check::<u8, u16>(c),
+        (3, _) => check::<u8, usize>(c),
+        (4, 0) => check::<bool, i64>(c),
+        (4, _) => check::<bool, u32>(c),
+        (_, 0) => check::<String, usize>(c),
+        (_, _) => check::<String, i32>(c),
     };
     r.map(|_| ()).map_err(TestCaseError::fail)
 }
