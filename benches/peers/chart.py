@@ -1,5 +1,5 @@
 """The speed chart of benches/peers/compare.sh: per workload, the crate, NumPy, ONNX Runtime
-(1 and 2 threads) and a memcpy (1 and 2 threads), as multiples of the 1-thread memcpy of the
+and PyTorch (1 and 2 threads) and a memcpy (1 and 2 threads), as multiples of the 1-thread memcpy of the
 same bytes, on a log scale. Plain SVG, no plotting library.
 
     python chart.py OUT.svg FILE...   # FILEs of `id variant median_ns` lines
@@ -21,6 +21,8 @@ SERIES = [
     ("NumPy", "#e8a33d", ("numpy", "numpy_bincount")),
     ("ONNX Runtime 1T", "#7a7a7a", ("ort1",)),
     ("ONNX Runtime 2T", "#b5b5b5", ("ort2",)),
+    ("PyTorch 1T", "#c0392b", ("torch1",)),
+    ("PyTorch 2T", "#f1948a", ("torch2",)),
     ("memcpy 1T", "#2e9e5b", ("memcpy",)),
     ("memcpy 2T", "#8fd19e", ("memcpy2",)),
 ]
@@ -29,6 +31,9 @@ SERIES = [
 def value(r, keys):
     if keys[0] == "numpy":  # NumPy's fastest way
         found = [r[k] for k in ("numpy", "numpy_out", "numpy_bincount") if k in r]
+        return min(found) if found else None
+    if keys[0].startswith("torch"):  # PyTorch's fastest way on that many threads
+        found = [r[k] for k in (keys[0], keys[0] + "_out", keys[0] + "_bincount") if k in r]
         return min(found) if found else None
     for k in keys:
         if k in r:
@@ -43,7 +48,7 @@ lo, hi = 0.25, max(
 )
 hi = 2 ** math.ceil(math.log2(hi))
 bar, gap, left, width, top = 9, 12, 150, 560, 40
-height = top + len(wids) * (len(SERIES) * bar + gap) + 70
+height = top + len(wids) * (len(SERIES) * bar + gap) + 84
 
 
 def x(v):
@@ -60,8 +65,8 @@ svg = [
 ]
 tick = lo
 while tick <= hi:
-    svg.append(f'<line x1="{x(tick):.1f}" y1="{top - 6}" x2="{x(tick):.1f}" y2="{height - 60}" stroke="#ddd"/>')
-    svg.append(f'<text x="{x(tick):.1f}" y="{height - 46}" text-anchor="middle">{tick:g}x</text>')
+    svg.append(f'<line x1="{x(tick):.1f}" y1="{top - 6}" x2="{x(tick):.1f}" y2="{height - 74}" stroke="#ddd"/>')
+    svg.append(f'<text x="{x(tick):.1f}" y="{height - 60}" text-anchor="middle">{tick:g}x</text>')
     tick *= 2
 y = top
 for w in wids:
@@ -77,14 +82,14 @@ for w in wids:
             )
         y += bar
     y += gap
-lx = left
-for label, colour, _ in SERIES:
-    svg.append(f'<rect x="{lx}" y="{height - 28}" width="10" height="10" fill="{colour}"/>')
-    svg.append(f'<text x="{lx + 14}" y="{height - 19}">{label}</text>')
-    lx += 14 + 7 * len(label) + 14
+# The legend in rows of four.
+for k, (label, colour, _) in enumerate(SERIES):
+    lx, ly = left + (k % 4) * 140, height - 42 + (k // 4) * 14
+    svg.append(f'<rect x="{lx}" y="{ly}" width="10" height="10" fill="{colour}"/>')
+    svg.append(f'<text x="{lx + 14}" y="{ly + 9}">{label}</text>')
 svg.append(
     f'<text x="{left}" y="{height - 4}" fill="#666">benches/peers/compare.sh, {date.today()}; '
-    "gathers: the crate's _into call; scatters: its in-place call, NumPy's fastest way</text>"
+    "gathers: the crate's _into call; scatters: its in-place call; NumPy's and PyTorch's fastest way</text>"
 )
 svg.append("</svg>")
 open(out_path, "w").write("\n".join(svg) + "\n")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One-command peer comparison: the gather workloads W1-W8 (with the prepared gathers
-# P3-P8) and the scatter workloads S1-S5, S8 in ndarray-gather, NumPy and ONNX Runtime
-# (1 and 2 intra-op threads), and the gather-reduce workloads B1-B4, G1-G4, R1 in
+# P3-P8) and the scatter workloads S1-S5, S8 in ndarray-gather, NumPy, ONNX Runtime and
+# PyTorch (1 and 2 intra-op threads), and the gather-reduce workloads B1-B4, G1-G4, R1 in
 # ndarray-gather, PyTorch (1 and 2 intra-op threads) and hand-written fused Rust loops,
 # on this machine, in one run, as tables and a chart (benches/peers/speed.svg, shown in
 # the README; gathers and scatters).
@@ -64,15 +64,22 @@ def load(*paths):
     return rows
 rows = load(sys.argv[1], sys.argv[2])
 if rows:
-    cols = ["alloc", "into", "into_huge", "plan_into", "plan_alloc", "plan_build", "memcpy", "memcpy2", "numpy", "numpy_out", "ort1", "ort2"]
-    print("| workload | crate alloc | crate into | into, huge-page inputs | plan into | plan alloc | plan build | memcpy 1T | memcpy 2T | numpy | numpy out= | ORT 1T | ORT 2T | into / best peer | huge-page into / best peer | alloc / numpy | alloc / into | into / memcpy | plan into / into | plan build / alloc |")
-    print("|---|" + "---:|" * 19)
+    # PyTorch per thread count: the faster of its allocating call and its out= call.
+    for r in rows.values():
+        for n in (1, 2):
+            forms = [r[k] for k in (f"torch{n}", f"torch{n}_out") if k in r]
+            if forms:
+                r[f"torch{n}best"] = min(forms)
+    cols = ["alloc", "into", "into_huge", "plan_into", "plan_alloc", "plan_build", "memcpy", "memcpy2", "numpy", "numpy_out", "ort1", "ort2", "torch1best", "torch2best"]
+    print("| workload | crate alloc | crate into | into, huge-page inputs | plan into | plan alloc | plan build | memcpy 1T | memcpy 2T | numpy | numpy out= | ORT 1T | ORT 2T | torch 1T | torch 2T | into / best peer | best peer | huge-page into / best peer | alloc / numpy | alloc / into | into / memcpy | plan into / into | plan build / alloc |")
+    print("|---|" + "---:|" * 16 + "---|" + "---:|" * 6)
     for wid, r in rows.items():
-        peers = [r[p] for p in ("numpy", "numpy_out", "ort1", "ort2") if p in r]
-        best = min(peers)
+        peers = {p: r[p] for p in ("numpy", "numpy_out", "ort1", "ort2", "torch1best", "torch2best") if p in r}
+        best_name = min(peers, key=peers.get)
+        best = peers[best_name]
         cell = lambda k: f"{r[k] / 1000:.3f}" if k in r else "-"
         print(f"| {wid} | " + " | ".join(cell(k) for k in cols)
-              + f" | {r['into'] / best:.2f} | {r['into_huge'] / best:.2f} | {r['alloc'] / r['numpy']:.2f}"
+              + f" | {r['into'] / best:.2f} | {best_name.replace('best', '')} | {r['into_huge'] / best:.2f} | {r['alloc'] / r['numpy']:.2f}"
               + f" | {r['alloc'] / r['into']:.2f} | {r['into'] / r['memcpy']:.2f}"
               + f" | {r['plan_into'] / r['into']:.2f} | {r['plan_build'] / r['alloc']:.2f} |")
     print("\ntimes in microseconds (medians); inputs and `_into` outputs are plain allocations as users make"
@@ -80,7 +87,8 @@ if rows:
           " `into, huge-page inputs`: the crate on inputs made with the README's recipe;"
           " memcpy 1T = one thread copying the output's bytes,"
           " memcpy 2T = two threads copying half each (one spawned for it); plan into = GatherPlan::apply_into"
-          " (P3-P8), its plan built once; plan alloc = GatherPlan::apply")
+          " (P3-P8), its plan built once; plan alloc = GatherPlan::apply; torch = the faster of PyTorch's"
+          " allocating call (F.embedding, index_select, gather, advanced indexing) and its out= call")
 orders = {w: r for w, r in rows.items() if "into_f_out" in r}
 if orders:
     print("\n| workload | crate into (C order) | into a Fortran-order out | F out / C | from a transposed input | transposed / C |")
@@ -93,17 +101,19 @@ if orders:
           " (W3) from a C-order array's transposed view into a C-order output")
 srows = load(sys.argv[3], sys.argv[4])
 if srows:
-    cols = ["scatter", "memcpy", "numpy", "numpy_bincount", "ort1", "ort2"]
-    print("\n| workload | crate | memcpy 1T | numpy | np.bincount | ORT 1T | ORT 2T | crate / best peer | crate / memcpy |")
-    print("|---|" + "---:|" * 8)
+    cols = ["scatter", "memcpy", "numpy", "numpy_bincount", "ort1", "ort2", "torch1", "torch2", "torch1_bincount", "torch2_bincount"]
+    print("\n| workload | crate | memcpy 1T | numpy | np.bincount | ORT 1T | ORT 2T | torch 1T | torch 2T | torch.bincount 1T | torch.bincount 2T | crate / best peer | best peer | crate / memcpy |")
+    print("|---|" + "---:|" * 11 + "---|---:|")
     for wid, r in srows.items():
-        best = min(r[p] for p in ("numpy", "numpy_bincount", "ort1", "ort2") if p in r)
+        peers = {p: r[p] for p in cols[2:] if p in r}
+        best_name = min(peers, key=peers.get)
         cell = lambda k: f"{r[k] / 1000:.3f}" if k in r else "-"
         mem = f"{r['scatter'] / r['memcpy']:.2f}" if r.get("memcpy") else "-"
-        print(f"| {wid} | " + " | ".join(cell(k) for k in cols) + f" | {r['scatter'] / best:.2f} | {mem} |")
+        print(f"| {wid} | " + " | ".join(cell(k) for k in cols) + f" | {r['scatter'] / peers[best_name]:.2f} | {best_name} | {mem} |")
     print("\nscatter times in microseconds (medians), destination reset untimed; memcpy 1T = one thread"
           " copying the updates' bytes (S5: the indices'); ORT returns a new tensor, so its times include"
-          " copying the data")
+          " copying the data; torch: index_add_ (S1, S4, S5), scatter_add_ (S2), index_put_ (S3; S8 with"
+          " accumulate=True), in place like NumPy")
 rrows = load(sys.argv[5], sys.argv[6])
 if rrows:
     print("\n| workload | crate | crate alloc | plan build | hand 1T | hand 2T | torch 1T | torch 2T | torch build | memcpy 1T"
