@@ -57,7 +57,7 @@ fn run_pair<A: Elem, B: Elem, I>(p: &Problem) -> Result<(), TestCaseError>
 where
     I: GatherIndex + TryFrom<i64> + TryFrom<u64> + TryInto<i128>,
 {
-    if p.elem % 2 == 0 {
+    if p.elem.is_multiple_of(2) {
         run_multiaxis::<A, I>(p)
     } else {
         run_multiaxis::<B, I>(p)
