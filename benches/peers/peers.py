@@ -89,65 +89,75 @@ def torch_runs(reference, call, out=None):
     return runs
 
 
-def workloads():
-    # W1 embed
-    x = data((50000, 256)); i = rng.integers(0, 50000, (64, 512))
-    o = np.empty((64, 512, 256), np.float32)
-    tx, ti = torch.from_numpy(x), torch.from_numpy(i)
-    yield "W1_embed", {"numpy": lambda: np.take(x, i, axis=0), "numpy_out": lambda: np.take(x, i, axis=0, out=o),
-                       **ort_runs("Gather", x, i, axis=0),
-                       **torch_runs(lambda: np.take(x, i, axis=0), lambda: F.embedding(ti, tx),
-                                    lambda o: torch.index_select(tx, 0, ti.view(-1), out=o.view(-1, 256)))}, o.nbytes
-    # W2 midaxis
-    x = data((64, 2048, 64)); i = rng.integers(0, 2048, (1024,))
-    o = np.empty((64, 1024, 64), np.float32)
-    tx, ti = torch.from_numpy(x), torch.from_numpy(i)
-    yield "W2_midaxis", {"numpy": lambda: np.take(x, i, axis=1), "numpy_out": lambda: np.take(x, i, axis=1, out=o),
-                         **ort_runs("Gather", x, i, axis=1),
-                         **torch_runs(lambda: np.take(x, i, axis=1), lambda: torch.index_select(tx, 1, ti),
-                                      lambda o: torch.index_select(tx, 1, ti, out=o))}, o.nbytes
-    # W3 / W4 elementwise
-    for name, axis in (("W3_elem_last", 1), ("W4_elem_first", 0)):
-        x = data((2048, 2048)); i = rng.integers(0, 2048, (2048, 2048))
+def workloads(want):
+    def wanted(wid):
+        return not want or any(wid.startswith(w) for w in want)
+
+    if wanted("W1"):
+        # W1 embed
+        x = data((50000, 256)); i = rng.integers(0, 50000, (64, 512))
+        o = np.empty((64, 512, 256), np.float32)
         tx, ti = torch.from_numpy(x), torch.from_numpy(i)
-        yield name, {"numpy": lambda x=x, i=i, axis=axis: np.take_along_axis(x, i, axis=axis),
-                     **ort_runs("GatherElements", x, i, axis=axis),
-                     **torch_runs(lambda x=x, i=i, axis=axis: np.take_along_axis(x, i, axis=axis),
-                                  lambda tx=tx, ti=ti, axis=axis: torch.gather(tx, axis, ti),
-                                  lambda o, tx=tx, ti=ti, axis=axis: torch.gather(tx, axis, ti, out=o))}, x.nbytes
-    # W5 nd pixels
-    x = data((1024, 1024, 4)); i = rng.integers(0, 1024, (1_000_000, 2))
-    tx, ty, tz = torch.from_numpy(x), torch.from_numpy(i[:, 0].copy()), torch.from_numpy(i[:, 1].copy())
-    yield "W5_nd_pixels", {"numpy": lambda: x[i[:, 0], i[:, 1]], **ort_runs("GatherND", x, i),
-                           **torch_runs(lambda: x[i[:, 0], i[:, 1]], lambda: tx[ty, tz])}, 1_000_000 * 16
-    # W6 batched
-    x = data((32, 4096, 128)); i = rng.integers(0, 4096, (32, 512))
-    b = np.arange(32)[:, None]
-    tx, tb, ti = torch.from_numpy(x), torch.from_numpy(b), torch.from_numpy(i)
-    yield "W6_batched", {"numpy": lambda: x[b, i], **ort_runs("GatherND", x, i[..., None], batch_dims=1),
-                         **torch_runs(lambda: x[b, i], lambda: tx[tb, ti])}, 32 * 512 * 128 * 4
-    # W7 tiny
-    x = np.array([[0, 1, 2], [10, 11, 12], [20, 21, 22], [30, 31, 32]], np.float32); i = np.array([3, 1])
-    o = np.empty((2, 3), np.float32)
-    tx, ti = torch.from_numpy(x), torch.from_numpy(i)
-    yield "W7_tiny", {"numpy": lambda: np.take(x, i, axis=0), "numpy_out": lambda: np.take(x, i, axis=0, out=o),
-                      **ort_runs("Gather", x, i, axis=0),
-                      **torch_runs(lambda: np.take(x, i, axis=0), lambda: torch.index_select(tx, 0, ti),
-                                   lambda o: torch.index_select(tx, 0, ti, out=o))}, o.nbytes
-    # W8 multiaxis: (x, y) pairs per image; ORT needs GatherND(batch_dims=1) on (y, x).
-    x = data((8, 256, 256, 16)); i = rng.integers(0, 256, (8, 65536, 1, 2))
-    n = np.arange(8)[:, None, None]
-    yx = np.ascontiguousarray(i[..., ::-1]).reshape(8, 65536, 2)
-    tx, tn = torch.from_numpy(x), torch.from_numpy(n)
-    t1, t0 = torch.from_numpy(i[..., 1].copy()), torch.from_numpy(i[..., 0].copy())
-    yield "W8_multiaxis", {"numpy": lambda: x[n, i[..., 1], i[..., 0], :],
-                           **ort_runs("GatherND", x, yx, batch_dims=1),
-                           **torch_runs(lambda: x[n, i[..., 1], i[..., 0], :], lambda: tx[tn, t1, t0, :])}, 8 * 65536 * 16 * 4
+        yield "W1_embed", {"numpy": lambda: np.take(x, i, axis=0), "numpy_out": lambda: np.take(x, i, axis=0, out=o),
+                           **ort_runs("Gather", x, i, axis=0),
+                           **torch_runs(lambda: np.take(x, i, axis=0), lambda: F.embedding(ti, tx),
+                                        lambda o: torch.index_select(tx, 0, ti.view(-1), out=o.view(-1, 256)))}, o.nbytes
+    if wanted("W2"):
+        # W2 midaxis
+        x = data((64, 2048, 64)); i = rng.integers(0, 2048, (1024,))
+        o = np.empty((64, 1024, 64), np.float32)
+        tx, ti = torch.from_numpy(x), torch.from_numpy(i)
+        yield "W2_midaxis", {"numpy": lambda: np.take(x, i, axis=1), "numpy_out": lambda: np.take(x, i, axis=1, out=o),
+                             **ort_runs("Gather", x, i, axis=1),
+                             **torch_runs(lambda: np.take(x, i, axis=1), lambda: torch.index_select(tx, 1, ti),
+                                          lambda o: torch.index_select(tx, 1, ti, out=o))}, o.nbytes
+    if wanted("W3") or wanted("W4"):
+        # W3 / W4 elementwise
+        for name, axis in (("W3_elem_last", 1), ("W4_elem_first", 0)):
+            x = data((2048, 2048)); i = rng.integers(0, 2048, (2048, 2048))
+            tx, ti = torch.from_numpy(x), torch.from_numpy(i)
+            yield name, {"numpy": lambda x=x, i=i, axis=axis: np.take_along_axis(x, i, axis=axis),
+                         **ort_runs("GatherElements", x, i, axis=axis),
+                         **torch_runs(lambda x=x, i=i, axis=axis: np.take_along_axis(x, i, axis=axis),
+                                      lambda tx=tx, ti=ti, axis=axis: torch.gather(tx, axis, ti),
+                                      lambda o, tx=tx, ti=ti, axis=axis: torch.gather(tx, axis, ti, out=o))}, x.nbytes
+    if wanted("W5"):
+        # W5 nd pixels
+        x = data((1024, 1024, 4)); i = rng.integers(0, 1024, (1_000_000, 2))
+        tx, ty, tz = torch.from_numpy(x), torch.from_numpy(i[:, 0].copy()), torch.from_numpy(i[:, 1].copy())
+        yield "W5_nd_pixels", {"numpy": lambda: x[i[:, 0], i[:, 1]], **ort_runs("GatherND", x, i),
+                               **torch_runs(lambda: x[i[:, 0], i[:, 1]], lambda: tx[ty, tz])}, 1_000_000 * 16
+    if wanted("W6"):
+        # W6 batched
+        x = data((32, 4096, 128)); i = rng.integers(0, 4096, (32, 512))
+        b = np.arange(32)[:, None]
+        tx, tb, ti = torch.from_numpy(x), torch.from_numpy(b), torch.from_numpy(i)
+        yield "W6_batched", {"numpy": lambda: x[b, i], **ort_runs("GatherND", x, i[..., None], batch_dims=1),
+                             **torch_runs(lambda: x[b, i], lambda: tx[tb, ti])}, 32 * 512 * 128 * 4
+    if wanted("W7"):
+        # W7 tiny
+        x = np.array([[0, 1, 2], [10, 11, 12], [20, 21, 22], [30, 31, 32]], np.float32); i = np.array([3, 1])
+        o = np.empty((2, 3), np.float32)
+        tx, ti = torch.from_numpy(x), torch.from_numpy(i)
+        yield "W7_tiny", {"numpy": lambda: np.take(x, i, axis=0), "numpy_out": lambda: np.take(x, i, axis=0, out=o),
+                          **ort_runs("Gather", x, i, axis=0),
+                          **torch_runs(lambda: np.take(x, i, axis=0), lambda: torch.index_select(tx, 0, ti),
+                                       lambda o: torch.index_select(tx, 0, ti, out=o))}, o.nbytes
+    if wanted("W8"):
+        # W8 multiaxis: (x, y) pairs per image; ORT needs GatherND(batch_dims=1) on (y, x).
+        x = data((8, 256, 256, 16)); i = rng.integers(0, 256, (8, 65536, 1, 2))
+        n = np.arange(8)[:, None, None]
+        yx = np.ascontiguousarray(i[..., ::-1]).reshape(8, 65536, 2)
+        tx, tn = torch.from_numpy(x), torch.from_numpy(n)
+        t1, t0 = torch.from_numpy(i[..., 1].copy()), torch.from_numpy(i[..., 0].copy())
+        yield "W8_multiaxis", {"numpy": lambda: x[n, i[..., 1], i[..., 0], :],
+                               **ort_runs("GatherND", x, yx, batch_dims=1),
+                               **torch_runs(lambda: x[n, i[..., 1], i[..., 0], :], lambda: tx[tn, t1, t0, :])}, 8 * 65536 * 16 * 4
 
 
 def main():
     want = sys.argv[1:]
-    for wid, peers, out_bytes in workloads():
+    for wid, peers, out_bytes in workloads(want):
         if want and not any(wid.startswith(w) for w in want):
             continue
         tiny = wid == "W7_tiny"

@@ -283,23 +283,30 @@ fn element_lanes_along_a_far_axis() {
             })
             .collect();
         serial_and_parallel(|| {
-            for (inp, want) in inputs.iter().zip(&wants) {
+            for (k, (inp, want)) in inputs.iter().zip(&wants).enumerate() {
                 let inp = inp.view().into_dyn();
                 let what = format!(
                     "{batch}x{rows}x{cols} by {out_rows} rows, strides {:?}",
                     inp.strides()
                 );
-                assert_eq!(inp.gather_elements(&idx, 1).unwrap(), want, "{what} allocating");
+                // Under Miri the first layout of a case goes into fresh and C-order
+                // outputs, the second into Fortran order and through a plan.
+                let (direct, others) = (!cfg!(miri) || k == 0, !cfg!(miri) || k == 1);
                 let mut out = ArrayD::from_elem(IxDyn(want.shape()), -1);
-                let mut f = ArrayD::from_elem(IxDyn(want.shape()).f(), -1);
-                inp.gather_multiaxis_into(&idx, &[1], &mut out).unwrap();
-                assert_eq!(out, want, "{what} into C order");
-                inp.gather_multiaxis_into(&idx, &[1], &mut f).unwrap();
-                assert_eq!(f, want, "{what} into Fortran order");
-                let plan = GatherPlan::gather_elements(inp.shape(), &idx, 1).unwrap();
-                assert_eq!(plan.apply(&inp).unwrap(), want, "{what} plan");
-                plan.apply_into(&inp, &mut out).unwrap();
-                assert_eq!(out, want, "{what} plan into C order");
+                if direct {
+                    assert_eq!(inp.gather_elements(&idx, 1).unwrap(), want, "{what} allocating");
+                    inp.gather_multiaxis_into(&idx, &[1], &mut out).unwrap();
+                    assert_eq!(out, want, "{what} into C order");
+                }
+                if others {
+                    let mut f = ArrayD::from_elem(IxDyn(want.shape()).f(), -1);
+                    inp.gather_multiaxis_into(&idx, &[1], &mut f).unwrap();
+                    assert_eq!(f, want, "{what} into Fortran order");
+                    let plan = GatherPlan::gather_elements(inp.shape(), &idx, 1).unwrap();
+                    assert_eq!(plan.apply(&inp).unwrap(), want, "{what} plan");
+                    plan.apply_into(&inp, &mut out).unwrap();
+                    assert_eq!(out, want, "{what} plan into C order");
+                }
             }
         });
         // Of two bad indices, the first in row-major order is named, though the strips
