@@ -269,3 +269,43 @@ fn rows_of_elements_match_a_plain_loop() {
         }
     }
 }
+
+/// Long rows (S1's embedding gradients) into a destination large enough for parts, each
+/// part combining the rows in its span of the destination, in row-major order: the bits
+/// of a plain loop on 1 and 3 threads, for contiguous rows and reversed ones; a bad index
+/// in the last position leaves the destination unchanged.
+#[test]
+fn long_rows_split_between_the_parts_match_a_plain_loop() {
+    // Natively 14000 rows of 300 `f32`: 16.8 MB, above the size for parts.
+    let (rows, width, n) = if cfg!(miri) { (6, 40, 9) } else { (14_000, 300, 20_000) };
+    let at = |i: usize| (i * 7919 + i / 3) % rows;
+    let upd = Array::from_shape_fn((n, width), |(i, j)| ((i * 31 + j) % 97) as f32 * 0.37);
+    let start = Array::from_shape_fn((rows, width), |(r, j)| ((r * 7 + j) % 13) as f32 * 0.5);
+    let ids = Array::from_shape_fn(n, |i| at(i) as i64);
+    for reversed in [false, true] {
+        let fresh = || {
+            let mut t = start.clone();
+            if reversed {
+                t.invert_axis(Axis(1));
+            }
+            t
+        };
+        let mut want = fresh();
+        for i in 0..n {
+            for j in 0..width {
+                want[[at(i), j]] += upd[[i, j]];
+            }
+        }
+        let got = on_1_and_3(|| {
+            let mut t = fresh();
+            t.scatter(&ids, &upd, 0, Add).unwrap();
+            t.mapv(f32::to_bits)
+        });
+        assert_eq!(got, want.mapv(f32::to_bits), "reversed {reversed}");
+        let mut bad = ids.clone();
+        bad[n - 1] = rows as i64;
+        let mut t = fresh();
+        assert!(t.scatter(&bad, &upd, 0, Add).is_err());
+        assert_eq!(t, fresh(), "reversed {reversed}: changed on Err");
+    }
+}
