@@ -275,9 +275,13 @@ fn rows_of_elements_match_a_plain_loop() {
 /// of a plain loop on 1 and 3 threads, for contiguous rows and reversed ones; a bad index
 /// in the last position leaves the destination unchanged.
 #[test]
-fn long_rows_split_between_the_parts_match_a_plain_loop() {
+fn long_rows_scattered_in_parts_match_a_plain_loop() {
     // Natively 14000 rows of 300 `f32`: 16.8 MB, above the size for parts.
-    let (rows, width, n) = if cfg!(miri) { (6, 40, 9) } else { (14_000, 300, 20_000) };
+    let (rows, width, n) = if cfg!(miri) {
+        (6, 40, 9)
+    } else {
+        (14_000, 300, 20_000)
+    };
     let at = |i: usize| (i * 7919 + i / 3) % rows;
     let upd = Array::from_shape_fn((n, width), |(i, j)| ((i * 31 + j) % 97) as f32 * 0.37);
     let start = Array::from_shape_fn((rows, width), |(r, j)| ((r * 7 + j) % 13) as f32 * 0.5);
