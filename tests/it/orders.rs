@@ -46,8 +46,9 @@ fn check_here(input: &ArrayD<i64>, idx: &ArrayD<i64>, axes: &[usize]) {
             vec![a.clone(), fortran(a)]
         }
     };
-    // Under Miri each call takes two of the four outputs, the next two on the next call
-    // (every kind of output in every test that checks twice, at half the time).
+    // Under Miri each call takes two of the four outputs, the next two on the next call:
+    // Miri runs one test at a time, so every test that checks twice sees every kind of
+    // output, at half the time.
     static TURN: AtomicUsize = AtomicUsize::new(0);
     let turn = TURN.fetch_add(1, Ordering::Relaxed);
     let runs = |kind: usize| !cfg!(miri) || kind / 2 == turn % 2;

@@ -51,8 +51,9 @@ fn non_broadcast(l: Layout) -> Layout {
 }
 
 /// Runs `p` with index type `I` and one of two element types, by the problem's `elem`.
-/// (The same twelve pairs of element and index type as `wrappers.rs`: every element type
-/// and every index type, without instantiating the kernels for their full product.)
+/// (Ten of the twelve pairs of element and index type that `wrappers.rs` runs: every
+/// element type and every index type, without instantiating the kernels for their full
+/// product.)
 fn run_pair<A: Elem, B: Elem, I>(p: &Problem) -> Result<(), TestCaseError>
 where
     I: GatherIndex + TryFrom<i64> + TryFrom<u64> + TryInto<i128>,

@@ -74,8 +74,8 @@ where
 fn run_case(c: &Case) -> Result<(), TestCaseError> {
     // Each element type with two of the seven index types, every index type with at least
     // one element type: the kernels' element side (block copies, clones) and index side
-    // (resolving each type) do not meet, and the full 6 x 7 product instantiated every
-    // kernel 42 times, half the test build's time.
+    // (resolving each type) do not meet, and every pair instantiates the kernels again
+    // (the full 6 x 7 product; twelve pairs took the `it` build 100 -> 86 s).
     let r = match (c.elem, c.index_type % 2) {
         (0, 0) => check::<f32, i32>(c),
         (0, _) => check::<f32, i64>(c),

@@ -139,8 +139,8 @@ pub fn multiaxis<A: Clone, I: TryInto<i128> + Copy>(
         return Err(Fail::Empty);
     }
     // Both operands in row-major order, read through row-major offsets: indexing views
-    // of any layout by `IxDyn` coordinates, element by element, took most of the time of
-    // the tests that call this under Miri.
+    // of any layout by `IxDyn` coordinates, element by element, took two-thirds of
+    // orders::block_lanes_into_fortran_order's time under Miri.
     let (inp, idx) = (Flat::of(input), Flat::of(indices));
     let (mut ic, mut xc) = (vec![0; r], vec![0; r]);
     build(out_shape, |o| {
