@@ -35,6 +35,35 @@ fn element_gather_far_above_the_threshold() {
     assert_eq!(out, a.take_along_axis(&idx, 1).unwrap());
 }
 
+/// A 1-D output is one lane with no loop around it: it too is cut into ranges (this
+/// panicked with an index out of range, for every 1-D gather above the threshold).
+#[test]
+fn one_dimensional_gathers_far_above_the_threshold() {
+    let (len, n) = if cfg!(miri) { (50, 90) } else { (1 << 20, 1 << 20) };
+    let a = Array::from_shape_fn(len, |i| i as f32 * 0.5);
+    let idx = Array::from_shape_fn(n, |i| ((i * 7919) % (2 * len)) as i64 - len as i64);
+    let want = idx.mapv(|v| a[v.rem_euclid(len as i64) as usize]);
+    assert_eq!(on_1_and_3(|| a.gather(&idx, 0).unwrap()), want);
+    let plan = GatherPlan::gather(&[len], &idx, 0).unwrap();
+    assert_eq!(on_1_and_3(|| plan.apply(&a).unwrap()), want.view().into_dyn());
+    assert_eq!(
+        on_1_and_3(|| a.take(&idx, None, IndexMode::Raise).unwrap()),
+        want.view().into_dyn()
+    );
+    let wrapped = idx.mapv(|v| a[(v + 1).rem_euclid(len as i64) as usize]);
+    let shifted = idx.mapv(|v| v + 1 + len as i64);
+    assert_eq!(
+        on_1_and_3(|| a.take(&shifted, None, IndexMode::Wrap).unwrap()),
+        wrapped.into_dyn()
+    );
+    let into = on_1_and_3(|| {
+        let mut out = Array::zeros(n);
+        a.gather_multiaxis_into(&idx, &[0], &mut out).unwrap();
+        out
+    });
+    assert_eq!(into, want);
+}
+
 #[test]
 fn strings_far_above_the_threshold() {
     let (r, c) = if cfg!(miri) { (6, 8) } else { (300, 400) };

@@ -113,7 +113,11 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
             // SAFETY: `Task::new`'s contract; one range covers everything.
             return unsafe { self.run_range::<R>(0, total) };
         }
-        let row = positions(&self.walk.outer[self.walk.outer.len() - 1..], &self.walk.lane);
+        // One row: the lane and the loop around it, if any (a 1-D output is one lane).
+        let row = positions(
+            &self.walk.outer[self.walk.outer.len().saturating_sub(1)..],
+            &self.walk.lane,
+        );
         let chunk = self.strategy.range_bytes(bytes, total, row);
         let mut ranges = Ranges::new(total, bytes, chunk);
         if self.strategy.staged == Stage::Output {
