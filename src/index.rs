@@ -125,6 +125,13 @@ pub enum IndexMode {
 
 /// A compile-time choice of [`IndexMode`], so the kernel's inner loop holds no `match`.
 pub(crate) trait Resolve: Copy + Send + Sync {
+    /// Whether the kernel compiles its specialized copies for this mode (fixed-size
+    /// blocks, one- and two-axis coordinates, per-CPU element loops). Only [`Raise`], the
+    /// mode of every method but `take`'s: each specialization is compiled per element
+    /// and index type, and `Wrap` / `Clip` (whose `i128` arithmetic does not vectorize
+    /// anyway) taking the general loops instead cut a quarter off a test build's code.
+    const SPECIALIZED: bool = false;
+
     fn resolve<I: GatherIndex>(v: I, len: usize) -> Option<usize>;
 
     /// [`Resolve::resolve`] as a pair without a branch: the position (0 for a bad index)
@@ -146,6 +153,8 @@ pub(crate) struct Wrap;
 pub(crate) struct Clip;
 
 impl Resolve for Raise {
+    const SPECIALIZED: bool = true;
+
     #[inline(always)]
     fn resolve<I: GatherIndex>(v: I, len: usize) -> Option<usize> {
         v.resolve_raise(len)

@@ -28,10 +28,13 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         // The axis terms by value for one or two axes (the usual cases), so that they stay
         // in registers: through `self` the compiler must reload them after every store.
         // SAFETY: (every arm) forwarded; `fixed` holds this task's own axis terms.
+        // (`R::SPECIALIZED` is a constant: the other modes compile only the last arm.)
         unsafe {
             match *self.walk.axes {
-                [a] => self.block_row_with::<R, INIT, 1>(&[a], row, count, at, written),
-                [a, b] => self.block_row_with::<R, INIT, 2>(&[a, b], row, count, at, written),
+                [a] if R::SPECIALIZED => self.block_row_with::<R, INIT, 1>(&[a], row, count, at, written),
+                [a, b] if R::SPECIALIZED => {
+                    self.block_row_with::<R, INIT, 2>(&[a, b], row, count, at, written)
+                }
                 _ => self.block_row_with::<R, INIT, 0>(&[], row, count, at, written),
             }
         }
@@ -80,7 +83,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         // SAFETY: `locate` gives the offsets of blocks at resolved indices (0 for a bad
         // one), in the input by `run`'s contract; the `count` lanes exist.
         unsafe {
-            if self.walk.lane.inp != 1 || self.walk.lane.out != 1 {
+            if !R::SPECIALIZED || self.walk.lane.inp != 1 || self.walk.lane.out != 1 {
                 self.pipeline::<INIT, 0>(lanes, ahead, locate, written)
             } else {
                 // Short blocks (pixels, points, small channel vectors) as fixed-size

@@ -48,6 +48,9 @@ impl<A: Clone> Axis1<A> {
         // SAFETY: (every arm) the CPU has the features of the variant (this function's
         // contract); the rest is forwarded.
         unsafe {
+            if !R::SPECIALIZED {
+                return self.fill::<I, R, INIT>(out, idx);
+            }
             match isa {
                 Isa::Base => self.fill::<I, R, INIT>(out, idx),
                 #[cfg(target_arch = "x86_64")]
