@@ -39,7 +39,7 @@ fn element_gather_far_above_the_threshold() {
 /// panicked with an index out of range, for every 1-D gather above the threshold).
 #[test]
 fn one_dimensional_gathers_far_above_the_threshold() {
-    let (len, n) = if cfg!(miri) { (50, 90) } else { (1 << 20, 1 << 20) };
+    let (len, n) = if cfg!(miri) { (40, 72) } else { (1 << 20, 1 << 20) };
     let a = Array::from_shape_fn(len, |i| i as f32 * 0.5);
     let idx = Array::from_shape_fn(n, |i| ((i * 7919) % (2 * len)) as i64 - len as i64);
     let want = idx.mapv(|v| a[v.rem_euclid(len as i64) as usize]);

@@ -13,7 +13,7 @@ use crate::support::threads::{on_1_and_3, on_1_and_3_natively};
 /// bad index in the first or the last position leaves the destination unchanged, with
 /// either reducer. (Under Miri the destination has more elements than there are updates,
 /// so that it is scattered into in place, as natively, not through a checked copy; one
-/// part on one thread, three on three.)
+/// part on one thread, a part per thread on the other pool.)
 #[test]
 fn small_blocks_into_a_large_destination_match_a_plain_loop() {
     // Natively the destinations span 1.2 and 1.6 MB.

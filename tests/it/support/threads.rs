@@ -11,11 +11,12 @@ pub fn pool(n: usize) -> &'static rayon::ThreadPool {
 }
 
 /// Runs `f` on a pool of one thread and on one of three; asserts that both give the same
-/// result, and returns it.
+/// result, and returns it. Under Miri the second pool has two threads: still parallel,
+/// and a third idle worker spinning for work cost a third of the scatter tests' time.
 #[cfg(feature = "rayon")]
 pub fn on_1_and_3<T: PartialEq + std::fmt::Debug + Send>(f: impl Fn() -> T + Sync) -> T {
     let serial = pool(1).install(&f);
-    let parallel = pool(3).install(&f);
+    let parallel = pool(if cfg!(miri) { 2 } else { 3 }).install(&f);
     assert_eq!(serial, parallel);
     serial
 }
