@@ -107,3 +107,49 @@ fn layouts_show_the_same_logical_array() {
             .any(|&s| s < 0)
     );
 }
+
+/// The inputs every property test draws: in each layout, the element at a logical
+/// position holds `f` of that position's row-major index (of its source position, for a
+/// broadcast), and the memory is laid out as the layout says.
+#[test]
+fn held_arrays_show_each_value_at_its_position() {
+    for shape in [&[3, 4, 2][..], &[1, 5], &[2, 1, 3], &[0, 3], &[]] {
+        let n: usize = shape.iter().product();
+        for layout in ALL
+            .into_iter()
+            .chain([Layout::Permuted(3), Layout::Broadcast(0b110)])
+        {
+            // (An empty array's values are never asked for.)
+            let held = Held::new(shape, layout, |k| if n == 0 { unreachable!() } else { k });
+            let v = held.view();
+            assert_eq!(v.shape(), shape, "{layout:?}");
+            let Layout::Broadcast(mask) = layout else {
+                assert_eq!(
+                    v.iter().copied().collect::<Vec<_>>(),
+                    (0..n).collect::<Vec<_>>(),
+                    "{layout:?}"
+                );
+                let big = |d: usize| shape[d] > 1;
+                let strides = v.strides();
+                let ok = match layout {
+                    Layout::C => v.is_standard_layout(),
+                    Layout::F => v.t().is_standard_layout(),
+                    Layout::Reversed => (0..shape.len()).all(|d| !big(d) || strides[d] < 0),
+                    Layout::Stepped => (0..shape.len()).all(|d| !big(d) || strides[d] % 2 == 0),
+                    _ => true,
+                };
+                assert!(ok || n == 0, "{layout:?}: strides {strides:?}");
+                continue;
+            };
+            let unit = |d: usize| mask >> d & 1 == 1 && shape[d] > 1;
+            for (c, &x) in v.indexed_iter() {
+                let source = (0..shape.len()).fold(0, |k, d| {
+                    let len = if unit(d) { 1 } else { shape[d] };
+                    k * len + if unit(d) { 0 } else { c[d] }
+                });
+                assert_eq!(x, source, "{layout:?} at {c:?}");
+                assert!((0..shape.len()).all(|d| !unit(d) || v.strides()[d] == 0));
+            }
+        }
+    }
+}

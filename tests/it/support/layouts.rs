@@ -1,6 +1,6 @@
 //! Arrays of a given logical shape in every memory layout a caller may pass.
 
-use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, Dimension, IxDyn, Slice};
+use ndarray::{ArrayBase, ArrayD, ArrayViewD, ArrayViewMutD, Axis, IxDyn, Slice};
 use proptest::prelude::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,56 +79,29 @@ impl<T: Clone> Held<T> {
                 .collect(),
             _ => shape.to_vec(),
         };
+        // (`f` is not called for an empty array: its caller may have no values.)
+        let base = match base_shape.iter().product::<usize>() {
+            0 => ArrayD::from_shape_vec(IxDyn(&base_shape), Vec::new()).expect("empty"),
+            _ => ArrayD::from_elem(IxDyn(&base_shape), f(0)),
+        };
         let mut h = Held {
-            base: ArrayD::from_shape_fn(IxDyn(&base_shape), |_| f(0)),
+            base,
             layout,
             shape: shape.to_vec(),
             perm,
         };
-        // Fill through the view so that logical position -> value is layout-independent.
-        let logical: Vec<(Vec<usize>, usize)> = {
-            let v = h.view();
-            let src_shape: Vec<usize> = match layout {
-                Layout::Broadcast(_) => h.base_logical_shape(),
-                _ => shape.to_vec(),
-            };
-            v.indexed_iter()
-                .map(|(c, _)| {
-                    let c = c.slice().to_vec();
-                    let flat = c
-                        .iter()
-                        .zip(&src_shape)
-                        .fold(0, |acc, (&x, &n)| acc * n + if n == 1 { 0 } else { x });
-                    (c, flat)
-                })
-                .collect()
+        // Position `k` of a view's own row-major order is the logical position whose flat
+        // index is `k`; a broadcast base is row-major with unit axes, which add nothing to
+        // its source positions. (Filled by iterators, not element by element through
+        // `IxDyn` coordinates: under Miri that fill was most of `plans::tiny_plans`.)
+        let mut target = match layout {
+            Layout::Broadcast(_) => h.base.view_mut(),
+            _ => h.view_mut(),
         };
-        for (c, flat) in logical {
-            let value = f(flat);
-            h.element_mut(&c, value);
+        for (k, x) in target.iter_mut().enumerate() {
+            *x = f(k);
         }
         h
-    }
-
-    fn base_logical_shape(&self) -> Vec<usize> {
-        self.base.shape().to_vec()
-    }
-
-    fn element_mut(&mut self, c: &[usize], value: T) {
-        let n = c.len();
-        let bc: Vec<usize> = match self.layout {
-            Layout::C => c.to_vec(),
-            Layout::F => c.iter().rev().copied().collect(),
-            Layout::Reversed => c.iter().zip(&self.shape).map(|(&x, &s)| s - 1 - x).collect(),
-            Layout::Stepped => c.iter().map(|&x| 2 * x).collect(),
-            Layout::Permuted(_) => (0..n).map(|i| c[self.perm[i]]).collect(),
-            Layout::Broadcast(_) => c
-                .iter()
-                .zip(self.base.shape())
-                .map(|(&x, &s)| if s == 1 { 0 } else { x })
-                .collect(),
-        };
-        self.base[IxDyn(&bc)] = value;
     }
 
     pub fn view(&self) -> ArrayViewD<'_, T> {
