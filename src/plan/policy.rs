@@ -2,8 +2,15 @@
 //! The measurements behind them are in PERFORMANCE.md (the anchors below); the kernel
 //! reads these and decides nothing of its own.
 //!
-//! Under Miri several are small, so that its small tests reach the paths they guard
-//! (parallel ranges, pipelines, staging, chunk boundaries).
+//! Under Miri and in fuzzing builds ([`SMALL_SIZES`]) several are small, so that small
+//! inputs reach the paths they guard (parallel ranges, pipelines, staging, chunk
+//! boundaries).
+
+/// Whether the sizes below are the small ones: under Miri, whose tests are small, and in
+/// builds for fuzzing (`cargo fuzz` sets `--cfg fuzzing`), whose inputs are: with native
+/// sizes no fuzz input reached a parallel path, and every 1-D gather above the parallel
+/// threshold panicked in 0.2.0 without a fuzzer noticing.
+pub(crate) const SMALL_SIZES: bool = cfg!(any(miri, fuzzing));
 
 // ---- Sizes of a call --------------------------------------------------------------------
 
@@ -13,7 +20,7 @@ pub(crate) const TINY: usize = 64;
 
 /// Scatters of at most this many positions take the two plain passes of the tiny scatter;
 /// lower under Miri, so that its small tests reach the large scatter's paths.
-pub(crate) const SCATTER_TINY: usize = if cfg!(miri) { 16 } else { TINY };
+pub(crate) const SCATTER_TINY: usize = if SMALL_SIZES { 16 } else { TINY };
 
 /// Plans of at most this many output elements keep an input offset (`u32`) per element:
 /// 256 bytes, one plain loop per apply (PERFORMANCE.md#tiny-calls-and-tiny-plans-w7-p7).
@@ -22,23 +29,23 @@ pub(crate) const PLAN_TINY: usize = 64;
 /// Work of at least this many bytes may use the rayon pool: below it, waking the pool
 /// costs more than a second core gains (PERFORMANCE.md#the-shape-of-a-call).
 #[cfg(feature = "rayon")]
-pub(crate) const PARALLEL_MIN_BYTES: usize = if cfg!(miri) { 256 } else { 1 << 21 };
+pub(crate) const PARALLEL_MIN_BYTES: usize = if SMALL_SIZES { 256 } else { 1 << 21 };
 
 // ---- Parallel ranges (bytes) ------------------------------------------------------------
 
 /// Gathers are handed out in ranges of about this many output bytes: enough to amortize
 /// a claim, small enough to balance two threads.
-pub(crate) const GATHER_RANGE_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 17 };
+pub(crate) const GATHER_RANGE_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 17 };
 
 /// Staged gathers take larger ranges: whole groups, filling whole output pages along the
 /// lanes they write across (PERFORMANCE.md#other-memory-orders-staging).
-pub(crate) const STAGED_RANGE_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 20 };
+pub(crate) const STAGED_RANGE_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 20 };
 
 /// A plan's indices are resolved on the pool's threads in ranges of this many index bytes.
 pub(crate) const RESOLVE_RANGE_BYTES: usize = 1 << 18;
 
 /// A scatter's indices are checked in ranges of this many index bytes.
-pub(crate) const CHECK_RANGE_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 18 };
+pub(crate) const CHECK_RANGE_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 18 };
 
 // ---- Block lanes ------------------------------------------------------------------------
 
@@ -52,7 +59,7 @@ pub(crate) const SCATTER_RING: usize = 64;
 
 /// Ranges of at most this many positions copy their block lanes one by one: a tiny gather
 /// does not repay the pipeline's set-up. Low under Miri, so that its tests run the pipeline.
-pub(crate) const PIPELINE_MIN: usize = if cfg!(miri) { 8 } else { 64 };
+pub(crate) const PIPELINE_MIN: usize = if SMALL_SIZES { 8 } else { 64 };
 
 /// Contiguous runs of at most this many elements are cloned one by one: for `Copy`
 /// elements a slice copy is a `memcpy` call, slower for a few bytes.
@@ -62,12 +69,12 @@ pub(crate) const SHORT_RUN: usize = 8;
 
 /// The element loop runs in chunks of this many index bytes (under Miri few enough that its
 /// small tests cross chunks).
-pub(crate) const ELEMENT_CHUNK_BYTES: usize = if cfg!(miri) { 64 } else { 1024 };
+pub(crate) const ELEMENT_CHUNK_BYTES: usize = if SMALL_SIZES { 64 } else { 1024 };
 
 /// A lane that reads (or, scattering, writes) one contiguous row runs in chunks of this
 /// many elements, each asking for its share of the next lane's row
 /// (PERFORMANCE.md#element-gathers-along-the-last-axis-w3-p3).
-pub(crate) const ROW_CHUNK: usize = if cfg!(miri) { 8 } else { 128 };
+pub(crate) const ROW_CHUNK: usize = if SMALL_SIZES { 8 } else { 128 };
 
 /// Rows of at most this many bytes are prefetched for the next lane: a longer one would
 /// not stay in the cache until its turn (about twice L1, well inside L2).
@@ -80,17 +87,17 @@ pub(crate) const ISA_MIN_LANE: usize = 16;
 
 /// The most elements a staged tile holds, and the longest lane staged whole: 16 KiB of
 /// `f32`, within L1 beside the lines being written.
-pub(crate) const STAGE: usize = if cfg!(miri) { 64 } else { 4096 };
+pub(crate) const STAGE: usize = if SMALL_SIZES { 64 } else { 4096 };
 
 /// The least lanes an output-staged group holds: each output line along the group is
 /// written whole, even for bytes (PERFORMANCE.md#other-memory-orders-staging).
-pub(crate) const OUTPUT_LANES: usize = if cfg!(miri) { 4 } else { 64 };
+pub(crate) const OUTPUT_LANES: usize = if SMALL_SIZES { 4 } else { 64 };
 
 /// The most rows an input-staged group holds (a parallel range of W3 holds 16).
 pub(crate) const INPUT_ROWS: usize = 16;
 
 /// The most elements an input-staged group holds: 256 KiB of `f32`, within L2.
-pub(crate) const INPUT_STAGE: usize = if cfg!(miri) { 64 } else { 1 << 16 };
+pub(crate) const INPUT_STAGE: usize = if SMALL_SIZES { 64 } else { 1 << 16 };
 
 /// The least stride, in elements, of an axis worth input-staging: a cache line of `f32`.
 pub(crate) const INPUT_MIN_STRIDE: usize = 16;
@@ -121,7 +128,7 @@ pub(crate) const SHORT_ROW: usize = 256;
 
 /// The most elements a slab holds: 1 MiB of `f32`, within L2
 /// (PERFORMANCE.md#element-gathers-along-another-axis-w4).
-pub(crate) const SLAB: usize = if cfg!(miri) { 64 } else { 1 << 18 };
+pub(crate) const SLAB: usize = if SMALL_SIZES { 64 } else { 1 << 18 };
 
 // ---- Plans ------------------------------------------------------------------------------
 
@@ -194,10 +201,10 @@ pub(crate) const REDUCE_PREFETCH_MAX_BYTES: usize = 1024;
 
 /// Gather-reduces by sorted segments run in jobs of about this many gathered bytes, so
 /// that the threads' shares even out however the segments' lengths vary.
-pub(crate) const REDUCE_JOB_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 18 };
+pub(crate) const REDUCE_JOB_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 18 };
 
 /// A gather-reduce by ids whose output has at least this many bytes sorts its positions by
 /// segment first (a counting sort, 4 bytes per position): combining into random rows of
 /// an output this large misses the caches on every position, while sorted positions build
 /// each row once, in order (G1: PERFORMANCE.md#gather-reduce).
-pub(crate) const REDUCE_SORT_MIN_OUT_BYTES: usize = if cfg!(miri) { 64 } else { 1 << 20 };
+pub(crate) const REDUCE_SORT_MIN_OUT_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 20 };

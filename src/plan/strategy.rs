@@ -146,7 +146,7 @@ impl ScatterWay {
 pub(crate) fn scatter_parts<A>(total: usize, dst_bytes: usize, block_bytes: Option<usize>) -> usize {
     let small_blocks = block_bytes.is_some_and(|b| b < SMALL_BLOCK_BYTES);
     if worth_parallel(total.saturating_mul(size_of::<A>()))
-        && ((dst_bytes >= PARTS_MIN_DST_BYTES && !small_blocks) || cfg!(miri))
+        && ((dst_bytes >= PARTS_MIN_DST_BYTES && !small_blocks) || SMALL_SIZES)
     {
         threads()
     } else {
