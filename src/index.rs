@@ -128,8 +128,8 @@ pub(crate) trait Resolve: Copy + Send + Sync {
     /// Whether the kernel compiles its specialized copies for this mode (fixed-size
     /// blocks, one- and two-axis coordinates, per-CPU element loops). Only [`Raise`], the
     /// mode of every method but `take`'s: each specialization is compiled per element
-    /// and index type, and `Wrap` / `Clip` (whose `i128` arithmetic does not vectorize
-    /// anyway) taking the general loops instead cut a quarter off a test build's code.
+    /// and index type, so `Wrap` / `Clip` (whose `i128` arithmetic does not vectorize
+    /// anyway) take the general loops (PERFORMANCE.md#takes-wrap-and-clip-modes).
     const SPECIALIZED: bool = false;
 
     fn resolve<I: GatherIndex>(v: I, len: usize) -> Option<usize>;

@@ -8,8 +8,7 @@
 
 /// Whether the sizes below are the small ones: under Miri, whose tests are small, and in
 /// builds for fuzzing (`cargo fuzz` sets `--cfg fuzzing`), whose inputs are: with native
-/// sizes no fuzz input reached a parallel path, and every 1-D gather above the parallel
-/// threshold panicked in 0.2.0 without a fuzzer noticing.
+/// sizes no fuzz input would reach a parallel range, a pipeline or a stage.
 pub(crate) const SMALL_SIZES: bool = cfg!(any(miri, fuzzing));
 
 // ---- Sizes of a call --------------------------------------------------------------------
