@@ -2,7 +2,7 @@
 //! is written, the output (fresh, a caller's, or with its argmax), the row geometry the
 //! kernel walks, and the walk the segments call for.
 
-use ndarray::{Array, Array1, ArrayRef, ArrayView1, Dimension};
+use ndarray::{Array, ArrayRef, Dimension};
 
 use crate::axis::normalize_axis;
 use crate::call::zeros;
@@ -19,7 +19,7 @@ pub(crate) use super::segments::Checked;
 
 /// The indices of a gather-reduce, in row-major order, as the rows they read.
 pub(crate) struct Indexed<'a, I> {
-    idx: ArrayView1<'a, I>,
+    idx: &'a [I],
     shape: Vec<usize>,
     axis: usize,
     axis_len: usize,
@@ -28,17 +28,18 @@ pub(crate) struct Indexed<'a, I> {
 
 impl<'a, I: GatherIndex> Indexed<'a, I> {
     /// `indices` (any rank) read along an axis of `axis_len`; `keep` holds a row-major copy
-    /// of indices that are not one strided line (nothing else needs a copy).
+    /// of indices that are not contiguous in row-major order (a slice: the kernel's walk
+    /// reads an index with one load).
     pub fn new<E: Dimension>(
         indices: &'a ArrayRef<I, E>,
-        keep: &'a mut Option<Array1<I>>,
+        keep: &'a mut Option<Vec<I>>,
         axis: usize,
         axis_len: usize,
         skip: Option<i64>,
     ) -> Self {
-        let flat = match indices.view().into_shape_with_order(indices.len()) {
-            Ok(v) => v,
-            Err(_) => keep.insert(indices.iter().copied().collect()).view(),
+        let flat = match indices.as_slice() {
+            Some(v) => v,
+            None => keep.insert(indices.iter().copied().collect()),
         };
         Indexed {
             idx: flat,

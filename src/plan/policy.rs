@@ -194,6 +194,12 @@ pub(crate) const INDEX_AHEAD_BYTES: usize = 2048;
 /// positions are known (PERFORMANCE.md#gather-reduce).
 pub(crate) const REDUCE_AHEAD: usize = 16;
 
+/// Columns of a single-run row that the gather-reduce accumulates in registers at a
+/// time (eight AVX2 registers of `f32`), walking the segment's positions once per block;
+/// a half and a quarter block follow, and the rest of a row accumulates in place
+/// (PERFORMANCE.md#gather-reduce).
+pub(crate) const REDUCE_BLOCK: usize = if SMALL_SIZES { 8 } else { 64 };
+
 /// At most this many bytes of a row are asked for ahead (a longer row's later lines are
 /// found by the hardware's own prefetch once the row is being read).
 pub(crate) const REDUCE_PREFETCH_MAX_BYTES: usize = 1024;

@@ -4,6 +4,75 @@
 use ndarray::{Array1, Array2, array};
 use ndarray_gather::prelude::*;
 
+use super::props::{Case, run};
+use crate::support::layouts::Layout;
+use crate::support::pooling::Seg;
+
+/// Rows of the kernel's register blocks (64 columns natively, then 32 and 16; 8, 4 and 2
+/// under Miri) and tails: a row one short of a block (a half, a quarter and a tail),
+/// exactly one, one and a tail, two and a tail, a quarter block; every pooling,
+/// with argmax, weights, skip and fill, an empty segment, a negative index, segments as
+/// starts and as ids, three element types, against the reference.
+#[test]
+fn rows_of_register_blocks_and_tails_match_the_reference() {
+    let idx = vec![4, 2, -1, 0, 2, 3, 1, 4, 0];
+    let starts = Seg::Starts(vec![0, 0, 3, 8]);
+    let ids = Seg::Ids(vec![1, 3, 1, 3, 3, 1, 0, 1, 3], 4);
+    // (Under Miri, whose interpreter is slow: a block and a tail, sorted segments.)
+    let (widths, poolings, segs): (&[usize], &[Pooling], &[Seg]) = if cfg!(miri) {
+        (&[3], &[Pooling::Sum, Pooling::Max], &[starts])
+    } else {
+        (
+            &[63, 64, 65, 130, 16],
+            &[
+                Pooling::Sum,
+                Pooling::Mean,
+                Pooling::Max,
+                Pooling::Min,
+                Pooling::Prod,
+                Pooling::SqrtN,
+            ],
+            &[starts, ids],
+        )
+    };
+    for &width in widths {
+        for &pooling in poolings {
+            for seg in segs {
+                for (arg, weights, skip, fill) in [
+                    (false, None, None, None),
+                    (true, None, Some(2), Some(1)),
+                    (false, Some(vec![0, 1, 2, 2, 1, 0, 1, 2, 0]), Some(-1), Some(2)),
+                ] {
+                    let c = Case {
+                        x_shape: vec![5, width],
+                        axis: 0,
+                        idx_shape: Some(vec![idx.len()]),
+                        idx: idx.clone(),
+                        seg: seg.clone(),
+                        pooling,
+                        // Weights for the poolings that take them (the others' refusal is
+                        // tested elsewhere).
+                        weights: weights
+                            .filter(|_| matches!(pooling, Pooling::Sum | Pooling::Mean | Pooling::SqrtN)),
+                        skip,
+                        fill,
+                        arg: arg && matches!(pooling, Pooling::Max | Pooling::Min),
+                        x_layout: Layout::C,
+                        out_layout: Layout::C,
+                        seeds: vec![6, 0, 7, 2, 5, 1, 3, 4, 6, 2, 0],
+                    };
+                    let what = format!("width {width}, {pooling}, {} segments, {c:?}", seg.kind());
+                    run::<f32, i64, i64>(&c).unwrap_or_else(|e| panic!("f32 {what}: {e}"));
+                    if !cfg!(miri) {
+                        run::<f64, i64, i64>(&c).unwrap_or_else(|e| panic!("f64 {what}: {e}"));
+                        run::<i32, i64, i64>(&c).unwrap_or_else(|e| panic!("i32 {what}: {e}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn sum_starts_from_zero_so_negative_zeros_sum_to_zero() {
     let x = array![-0.0_f32, -0.0];

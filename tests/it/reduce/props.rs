@@ -91,8 +91,14 @@ fn segments(p: usize, kind: u8, r: &[u64], spoil: Option<u64>) -> Seg {
     seg
 }
 
+/// A dimension, now and then as wide as the kernel's register blocks (64 columns, then 32
+/// and 16) or wider: 48, 64, 65 and 130 columns.
+fn wide() -> impl Strategy<Value = usize> {
+    prop_oneof![15 => size(), 1 => prop_oneof![Just(48usize), Just(64), Just(65), Just(130)]]
+}
+
 pub fn case() -> impl Strategy<Value = Case> {
-    (1usize..=3, proptest::collection::vec(size(), 3), -4isize..4, proptest::option::of(proptest::collection::vec(1usize..=3, 0..=2)))
+    (1usize..=3, (size(), wide(), size()).prop_map(|(a, b, c)| vec![a, b, c]), -4isize..4, proptest::option::of(proptest::collection::vec(1usize..=3, 0..=2)))
         .prop_flat_map(|(r, dims, axis, idx_shape)| {
             let x_shape = dims[..r].to_vec();
             let a = axis.rem_euclid(r as isize) as usize;
