@@ -18,7 +18,8 @@ fn rows_of_register_blocks_and_tails_match_the_reference() {
     let idx = vec![4, 2, -1, 0, 2, 3, 1, 4, 0];
     let starts = Seg::Starts(vec![0, 0, 3, 8]);
     let ids = Seg::Ids(vec![1, 3, 1, 3, 3, 1, 0, 1, 3], 4);
-    // (Under Miri, whose interpreter is slow: a block and a tail, sorted segments.)
+    // (Under Miri, whose interpreter is slow: a block and a tail, sorted segments, a
+    // weighted sum and a max with its argmax.)
     let (widths, poolings, segs): (&[usize], &[Pooling], &[Seg]) = if cfg!(miri) {
         (&[3], &[Pooling::Sum, Pooling::Max], &[starts])
     } else {
@@ -43,6 +44,9 @@ fn rows_of_register_blocks_and_tails_match_the_reference() {
                     (true, None, Some(2), Some(1)),
                     (false, Some(vec![0, 1, 2, 2, 1, 0, 1, 2, 0]), Some(-1), Some(2)),
                 ] {
+                    if cfg!(miri) && (pooling == Pooling::Sum) != weights.is_some() {
+                        continue;
+                    }
                     let c = Case {
                         x_shape: vec![5, width],
                         axis: 0,
