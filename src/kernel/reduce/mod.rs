@@ -4,8 +4,8 @@
 //!
 //! - [`sorted`]: segments that are ranges of entries (offsets, starts, lengths, uniform
 //!   segments, or a plan's CSR): threads claim chunks of segments, and each segment's row
-//!   is accumulated in registers where it is a single run (up to 64 columns at a time), else in
-//!   place (it stays in the L1 cache), and finished once;
+//!   is accumulated in registers where it is a single run (up to 64 columns at a
+//!   time), else in place (it stays in the L1 cache), and finished once;
 //! - [`by_ids`]: one segment id per position, in any order: each thread owns a span of
 //!   segments and walks every position, taking those whose id falls in its span (the
 //!   scatter's way: no atomics, no sorting, no memory but the span's tallies).
@@ -100,13 +100,6 @@ impl<A> Geometry<A> {
         } else {
             prefetch_line(x);
         }
-    }
-
-    /// Asks for the `len` elements at `x`, a single run (up to
-    /// [`REDUCE_PREFETCH_MAX_BYTES`]).
-    #[inline(always)]
-    fn prefetch_run(&self, x: *const A, len: usize) {
-        prefetch_block(x, (len * size_of::<A>()).min(REDUCE_PREFETCH_MAX_BYTES));
     }
 
     /// Calls `f` with the input and output offsets of each lane of a row.

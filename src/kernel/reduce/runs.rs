@@ -16,7 +16,7 @@ use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
 use crate::kernel::isa::Isa;
 use crate::kernel::prefetch::prefetch_block;
-use crate::plan::policy::{REDUCE_AHEAD, REDUCE_BLOCK};
+use crate::plan::policy::{REDUCE_AHEAD, REDUCE_BLOCK, REDUCE_PREFETCH_MAX_BYTES};
 use crate::pool::{PoolElement, Pooling};
 
 /// What one pooling does to a row: start it from the first contributing row, combine a
@@ -328,6 +328,32 @@ impl<A: PoolElement, E: Entries> Walker<A> for Sorted<'_, E> {
 }
 
 impl<E: Entries> Sorted<'_, E> {
+    /// Segment `s`'s positions in order: asks for `bytes` bytes from column `c` of the
+    /// row [`REDUCE_AHEAD`] positions on, and calls `f(r, pos)` with each position's row
+    /// (checked below `g.rows`), skipped positions left out.
+    #[inline(always)]
+    fn each_row<A>(
+        &self,
+        g: &Geometry<A>,
+        s: usize,
+        c: usize,
+        bytes: usize,
+        mut f: impl FnMut(usize, usize),
+    ) -> Result<(), BadIndex> {
+        let (e, total) = (self.e, self.e.len());
+        for k in e.segment(s) {
+            if k + REDUCE_AHEAD < total {
+                prefetch_block(g.x_row(e.peek(k + REDUCE_AHEAD)).wrapping_add(c), bytes);
+            }
+            let Some((r, pos)) = e.entry(k)? else { continue };
+            if r >= g.rows {
+                return Err(BadIndex);
+            }
+            f(r, pos);
+        }
+        Ok(())
+    }
+
     /// Columns `c..c + K` of segment `s`'s row, accumulated in locals over the segment's
     /// positions and stored once (the argmax widened on the way); the segment's tally.
     /// Each block asks for its own columns of the rows ahead.
@@ -343,26 +369,15 @@ impl<E: Entries> Sorted<'_, E> {
         s: usize,
         c: usize,
     ) -> Result<Tally<A>, BadIndex> {
-        let (e, total) = (self.e, self.e.len());
         let mut acc: [A; K] = std::array::from_fn(|_| A::zero());
         let mut arg = [0u32; K];
         let mut tally = Tally::new();
-        for k in e.segment(s) {
-            if k + REDUCE_AHEAD < total {
-                prefetch_block(
-                    g.x_row(e.peek(k + REDUCE_AHEAD)).wrapping_add(c),
-                    K * size_of::<A>(),
-                );
-            }
-            let Some((r, pos)) = e.entry(k)? else { continue };
-            if r >= g.rows {
-                return Err(BadIndex);
-            }
+        self.each_row(g, s, c, K * size_of::<A>(), |r, pos| {
             // SAFETY: `r < rows`, so `K` elements from column `c` are its row's (the
             // contract).
             let x = unsafe { std::slice::from_raw_parts(g.x_row(r).add(c), K) };
             combine::<A, Op>(p, &mut acc, x, &mut arg, pos, &mut tally);
-        }
+        })?;
         if tally.count > 0 {
             let (o, a) = g.out_row(s);
             // SAFETY: `K` elements from column `c` of segment `s`'s output (and argmax)
@@ -397,20 +412,13 @@ impl<E: Entries> Sorted<'_, E> {
         c: usize,
         arg: &mut [u32],
     ) -> Result<Tally<A>, BadIndex> {
-        let (e, total) = (self.e, self.e.len());
         let mut tally = Tally::new();
-        for k in e.segment(s) {
-            if k + REDUCE_AHEAD < total {
-                g.prefetch_run(g.x_row(e.peek(k + REDUCE_AHEAD)).wrapping_add(c), g.lane.len - c);
-            }
-            let Some((r, pos)) = e.entry(k)? else { continue };
-            if r >= g.rows {
-                return Err(BadIndex);
-            }
+        let bytes = ((g.lane.len - c) * size_of::<A>()).min(REDUCE_PREFETCH_MAX_BYTES);
+        self.each_row(g, s, c, bytes, |r, pos| {
             // SAFETY: `r < rows`, `s` one of this walk's segments (the contract).
             let (x, o) = unsafe { rows_of(g, r, s) };
             combine::<A, Op>(p, &mut o[c..], &x[c..], arg, pos, &mut tally);
-        }
+        })?;
         if Op::ARG && tally.count > 0 {
             let a = g.out_row(s).1;
             // SAFETY: segment `s`'s argmax row, a run of the row's length (the contract).
