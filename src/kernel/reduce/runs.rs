@@ -103,11 +103,12 @@ impl<A: PoolElement, const MAX: bool, const ARG: bool> RowOp<A> for Extremum<MAX
     fn next(o: &mut [A], x: &[A], _: &A, a: &mut [u32], p: u32) {
         let better = |o: &A, x: &A| (if MAX { !(x <= o) } else { !(x >= o) }) && o == o;
         if ARG {
+            // A pair indexed by the comparison, not an `if`: from an `if`, LLVM writes
+            // the argmax with a masked store (microcoded on AMD).
             for ((o, x), a) in o.iter_mut().zip(x).zip(a) {
-                let replace = better(o, x);
-                let kept = if replace { x.clone() } else { o.clone() };
-                *o = kept;
-                *a = if replace { p } else { *a };
+                let replace = better(o, x) as usize;
+                *a = [*a, p][replace];
+                *o = [o.clone(), x.clone()][replace].clone();
             }
         } else {
             for (o, x) in o.iter_mut().zip(x) {
@@ -300,17 +301,19 @@ impl<A: PoolElement, E: Entries> Walker<A> for Sorted<'_, E> {
             // of the row in place.
             let mut c = 0;
             let mut tally = None;
-            while c + REDUCE_BLOCK <= len {
+            // Argmax blocks are a quarter block wide, repeated: LLVM keeps 16 values and
+            // their 16 positions in registers, where it keeps arrays of 32 in memory.
+            while !Op::ARG && c + REDUCE_BLOCK <= len {
                 // SAFETY: columns `c..c + REDUCE_BLOCK` of the rows (the contract).
                 tally = Some(unsafe { self.block::<A, Op, REDUCE_BLOCK>(g, p, s, c) }?);
                 c += REDUCE_BLOCK;
             }
-            if c + REDUCE_BLOCK / 2 <= len {
+            if !Op::ARG && c + REDUCE_BLOCK / 2 <= len {
                 // SAFETY: as above.
                 tally = Some(unsafe { self.block::<A, Op, { REDUCE_BLOCK / 2 }>(g, p, s, c) }?);
                 c += REDUCE_BLOCK / 2;
             }
-            if c + REDUCE_BLOCK / 4 <= len {
+            while c + REDUCE_BLOCK / 4 <= len {
                 // SAFETY: as above.
                 tally = Some(unsafe { self.block::<A, Op, { REDUCE_BLOCK / 4 }>(g, p, s, c) }?);
                 c += REDUCE_BLOCK / 4;
@@ -372,12 +375,19 @@ impl<E: Entries> Sorted<'_, E> {
         let mut acc: [A; K] = std::array::from_fn(|_| A::zero());
         let mut arg = [0u32; K];
         let mut tally = Tally::new();
-        self.each_row(g, s, c, K * size_of::<A>(), |r, pos| {
-            // SAFETY: `r < rows`, so `K` elements from column `c` are its row's (the
-            // contract).
-            let x = unsafe { std::slice::from_raw_parts(g.x_row(r).add(c), K) };
-            combine::<A, Op>(p, &mut acc, x, &mut arg, pos, &mut tally);
-        })?;
+        self.each_row(
+            g,
+            s,
+            c,
+            K * size_of::<A>(),
+            #[inline(always)]
+            |r, pos| {
+                // SAFETY: `r < rows`, so `K` elements from column `c` are its row's (the
+                // contract).
+                let x = unsafe { std::slice::from_raw_parts(g.x_row(r).add(c), K) };
+                combine::<A, Op>(p, &mut acc, x, &mut arg, pos, &mut tally);
+            },
+        )?;
         if tally.count > 0 {
             let (o, a) = g.out_row(s);
             // SAFETY: `K` elements from column `c` of segment `s`'s output (and argmax)
@@ -414,11 +424,18 @@ impl<E: Entries> Sorted<'_, E> {
     ) -> Result<Tally<A>, BadIndex> {
         let mut tally = Tally::new();
         let bytes = ((g.lane.len - c) * size_of::<A>()).min(REDUCE_PREFETCH_MAX_BYTES);
-        self.each_row(g, s, c, bytes, |r, pos| {
-            // SAFETY: `r < rows`, `s` one of this walk's segments (the contract).
-            let (x, o) = unsafe { rows_of(g, r, s) };
-            combine::<A, Op>(p, &mut o[c..], &x[c..], arg, pos, &mut tally);
-        })?;
+        self.each_row(
+            g,
+            s,
+            c,
+            bytes,
+            #[inline(always)]
+            |r, pos| {
+                // SAFETY: `r < rows`, `s` one of this walk's segments (the contract).
+                let (x, o) = unsafe { rows_of(g, r, s) };
+                combine::<A, Op>(p, &mut o[c..], &x[c..], arg, pos, &mut tally);
+            },
+        )?;
         if Op::ARG && tally.count > 0 {
             let a = g.out_row(s).1;
             // SAFETY: segment `s`'s argmax row, a run of the row's length (the contract).
