@@ -10,6 +10,7 @@ use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
 use crate::kernel::reduce::{Csr, Geometry, Lane, Pooler, Positions, Source, by_ids, sorted};
+use crate::kernel::schedule::both;
 use crate::layout::{checked_len, unravel};
 use crate::plan::{reduce_jobs, reduce_sorts, reduce_spans};
 use crate::pool::{Pool, PoolElement, Pooling};
@@ -119,9 +120,34 @@ pub(crate) struct Frame<'a, 'w, A, D> {
 }
 
 /// What runs the kernel for a frame: the walk, given the geometry, pooling and number of
-/// jobs (or spans) the planner chose.
-pub(crate) trait Walk<A>: Fn(&Geometry<A>, &Pooler<'_, A>, usize) -> Result<(), BadIndex> {}
-impl<A, F: Fn(&Geometry<A>, &Pooler<'_, A>, usize) -> Result<(), BadIndex>> Walk<A> for F {}
+/// jobs (or spans) the planner chose, and what the call prepared (`P`: its ids sorted).
+pub(crate) trait Walk<A, P>:
+    FnOnce(&Geometry<A>, &Pooler<'_, A>, usize, Option<P>) -> Result<(), BadIndex>
+{
+}
+impl<A, P, F: FnOnce(&Geometry<A>, &Pooler<'_, A>, usize, Option<P>) -> Result<(), BadIndex>> Walk<A, P>
+    for F
+{
+}
+
+/// What a call prepares before it walks, where it has anything to prepare.
+pub(crate) trait Prepare<P>: FnOnce() -> P + Send {}
+impl<P, F: FnOnce() -> P + Send> Prepare<P> for F {}
+
+/// `fresh()` with `prepare()` beside it (the allocation of a large output is the kernel
+/// zeroing its pages, on one thread: PERFORMANCE.md, "Fresh outputs").
+fn beside<T: Send, P: Send>(
+    fresh: impl FnOnce() -> T + Send,
+    prepare: Option<impl Prepare<P>>,
+) -> (T, Option<P>) {
+    match prepare {
+        Some(f) => {
+            let (t, p) = both(fresh, f);
+            (t, Some(p))
+        }
+        None => (fresh(), None),
+    }
+}
 
 /// The axis normalized, and the pooling checked against what the call asks of it.
 pub(crate) fn check_pool<A: PoolElement>(
@@ -195,14 +221,25 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
     }
 
     /// The output in a fresh array.
-    pub fn fresh(&self, walk: impl Walk<A>) -> Result<Array<A, D>, GatherError> {
-        let mut out = zeros(self.op, self.out_dim()?)?;
-        self.run(&mut out, None, walk)?;
+    pub fn fresh<P: Send>(
+        &self,
+        prepare: Option<impl Prepare<P>>,
+        walk: impl Walk<A, P>,
+    ) -> Result<Array<A, D>, GatherError> {
+        let dim = self.out_dim()?;
+        let (out, prepared) = beside(|| zeros(self.op, dim), prepare);
+        let mut out = out?;
+        self.run(&mut out, None, prepared, walk)?;
         Ok(out)
     }
 
     /// The output into `out`, which must have its shape.
-    pub fn into(&self, out: &mut ArrayRef<A, D>, walk: impl Walk<A>) -> Result<(), GatherError> {
+    pub fn into<P: Send>(
+        &self,
+        out: &mut ArrayRef<A, D>,
+        prepare: Option<impl Prepare<P>>,
+        walk: impl Walk<A, P>,
+    ) -> Result<(), GatherError> {
         let dim = self.out_dim()?;
         if out.shape() != dim.slice() {
             return Err(GatherError::OutputShape {
@@ -211,23 +248,31 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
                 found: out.shape().to_vec(),
             });
         }
-        self.run(out, None, walk)
+        self.run(out, None, prepare.map(|f| f()), walk)
     }
 
     /// The output and its argmax, in fresh arrays.
-    pub fn with_arg(&self, walk: impl Walk<A>) -> Result<WithArg<A, D>, GatherError> {
+    pub fn with_arg<P: Send>(
+        &self,
+        prepare: Option<impl Prepare<P>>,
+        walk: impl Walk<A, P>,
+    ) -> Result<WithArg<A, D>, GatherError> {
         let dim = self.out_dim()?;
-        let mut out = zeros(self.op, dim.clone())?;
-        let mut arg = zeros(self.op, dim)?;
-        self.run(&mut out, Some(&mut arg), walk)?;
+        let (outs, prepared) = beside(
+            || Ok::<_, GatherError>((zeros(self.op, dim.clone())?, zeros(self.op, dim)?)),
+            prepare,
+        );
+        let (mut out, mut arg) = outs?;
+        self.run(&mut out, Some(&mut arg), prepared, walk)?;
         Ok((out, arg))
     }
 
-    fn run(
+    fn run<P>(
         &self,
         out: &mut ArrayRef<A, D>,
         arg: Option<&mut ArrayRef<usize, D>>,
-        walk: impl Walk<A>,
+        prepared: Option<P>,
+        walk: impl Walk<A, P>,
     ) -> Result<(), GatherError> {
         if out.is_empty() {
             return Ok(());
@@ -276,7 +321,7 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
         // the argmax array has the output's shape and strides; a mutable array's elements
         // are distinct, so distinct segments' rows are.
         let parallel = self.entries.saturating_mul(row_bytes);
-        walk(&g, &self.pooler, parallel)
+        walk(&g, &self.pooler, parallel, prepared)
             .map_err(|BadIndex| internal(self.op, "an index out of range after the check"))
     }
 }
@@ -320,16 +365,21 @@ impl<A, D> Done<A, D> {
 }
 
 impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
-    /// Writes where `out` says.
-    pub fn finish(&self, out: Out<'_, A, D>, walk: impl Walk<A>) -> Result<Done<A, D>, GatherError> {
+    /// Writes where `out` says, after `prepare` (beside the allocation of a fresh output).
+    pub fn finish<P: Send>(
+        &self,
+        out: Out<'_, A, D>,
+        prepare: Option<impl Prepare<P>>,
+        walk: impl Walk<A, P>,
+    ) -> Result<Done<A, D>, GatherError> {
         Ok(match out {
-            Out::Fresh => Done::Fresh(self.fresh(walk)?),
+            Out::Fresh => Done::Fresh(self.fresh(prepare, walk)?),
             Out::Into(o) => {
-                self.into(o, walk)?;
+                self.into(o, prepare, walk)?;
                 Done::Into
             }
             Out::Arg => {
-                let (o, a) = self.with_arg(walk)?;
+                let (o, a) = self.with_arg(prepare, walk)?;
                 Done::Arg(o, a)
             }
         })
@@ -349,10 +399,25 @@ fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
     out: Out<'_, A, D>,
 ) -> Result<Done<A, D>, GatherError> {
     let frame = Frame::new(op, x, axis, segs.count(), pool, positions);
+    // Large outputs by ids: the positions sorted by segment (beside the allocation of a
+    // fresh output), then built row by row.
+    let row_len: usize = (x.shape().iter().enumerate())
+        .filter(|&(d, _)| d != axis)
+        .fold(1, |n, (_, &l)| n.saturating_mul(l));
+    let out_bytes = segs
+        .count()
+        .saturating_mul(row_len)
+        .saturating_mul(size_of::<A>());
+    let axis_len = x.shape()[axis];
+    let sort = match &segs {
+        Checked::Ids(ids, n) if reduce_sorts(out_bytes) => Some(|| Csr::by_ids(rows, axis_len, *ids, *n)),
+        _ => None,
+    };
     frame.finish(
         out,
-        |g: &Geometry<A>, p: &Pooler<'_, A>, bytes: usize| match &segs {
-            Checked::Sorted(bounds, n) => sorted(
+        sort,
+        |g: &Geometry<A>, p: &Pooler<'_, A>, bytes: usize, csr| match (&segs, csr) {
+            (Checked::Sorted(bounds, n), _) => sorted(
                 g,
                 &Positions {
                     rows,
@@ -362,15 +427,9 @@ fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
                 p,
                 reduce_jobs(bytes, *n),
             ),
-            Checked::Ids(ids, n) => {
-                // Large outputs: the positions sorted by segment, then built row by row.
-                let out_bytes = g.segments * g.row_len() * size_of::<A>();
-                match reduce_sorts(out_bytes).then(|| Csr::by_ids(rows, g.rows, *ids, *n)) {
-                    Some(Ok(Some(csr))) => sorted(g, &csr, p, reduce_jobs(bytes, *n)),
-                    Some(Err(bad)) => Err(bad),
-                    _ => by_ids(g, rows, *ids, p, reduce_spans(bytes, *n)),
-                }
-            }
+            (Checked::Ids(_, n), Some(Ok(Some(csr)))) => sorted(g, &csr, p, reduce_jobs(bytes, *n)),
+            (Checked::Ids(..), Some(Err(bad))) => Err(bad),
+            (Checked::Ids(ids, n), _) => by_ids(g, rows, *ids, p, reduce_spans(bytes, *n)),
         },
     )
 }

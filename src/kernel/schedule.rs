@@ -123,6 +123,19 @@ fn parallel(jobs: usize, track: bool, job: impl Fn(usize) -> Result<(), BadIndex
     }
 }
 
+/// `a()` and `b()`, `b` on a rayon worker beside `a` where there is more than one thread
+/// (`rayon::join`), else one after the other.
+pub(crate) fn both<RA: Send, RB: Send>(
+    a: impl FnOnce() -> RA + Send,
+    b: impl FnOnce() -> RB + Send,
+) -> (RA, RB) {
+    #[cfg(feature = "rayon")]
+    if threads() > 1 {
+        return rayon::join(a, b);
+    }
+    (a(), b())
+}
+
 /// `0..total` cut into `count` ranges of `per` (the last shorter).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Ranges {

@@ -254,8 +254,12 @@ impl GatherReducePlan {
         let mut frame = Frame::new(op, x, self.axis, self.segments(), pool, self.positions);
         frame.entries = self.csr.len();
         let n = self.segments();
-        frame.finish(out, |g: &Geometry<A>, p: &Pooler<'_, A>, bytes: usize| {
-            sorted(g, &self.csr, p, reduce_jobs(bytes, n))
-        })
+        frame.finish(
+            out,
+            None::<fn()>,
+            |g: &Geometry<A>, p: &Pooler<'_, A>, bytes: usize, _| {
+                sorted(g, &self.csr, p, reduce_jobs(bytes, n))
+            },
+        )
     }
 }

@@ -69,11 +69,6 @@ impl<A> Geometry<A> {
         self.outer.is_empty() && self.lane.x == 1 && self.lane.o == 1
     }
 
-    /// The elements of a row.
-    pub(crate) fn row_len(&self) -> usize {
-        self.outer.iter().map(|l| l.len).product::<usize>() * self.lane.len
-    }
-
     /// The input row `r`.
     #[inline(always)]
     fn x_row(&self, r: usize) -> *const A {
