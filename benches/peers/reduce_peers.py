@@ -4,6 +4,12 @@ intra-op threads), one line each: `id peer median_ns` with peer `torch1` / `torc
 examples/reduce_workloads.rs prints the crate's. The data has the workloads' shapes and
 distributions (seeded; not the crate's very values).
 
+Tables and features are allocated as PyTorch users get them (`torch.empty` and friends:
+64-byte aligned, 4 KiB pages). The bags run a second time as `torch1_crate` /
+`torch2_crate` on a table laid out as the crate's user-allocated `Array` is: 16 bytes past a
+cache line (a 256-byte row spans 5 lines, not 4) and in 4 KiB pages (a table from
+`torch.from_numpy` would be in huge pages: NumPy advises its large arrays).
+
   B*  F.embedding_bag(idx, table, offsets, mode=..., per_sample_weights=w)
   G1  zeros.index_add_(0, dst, x.index_select(0, src))
   G2  zeros.index_reduce_(0, dst, x[src], "mean", include_self=False)
@@ -35,8 +41,27 @@ def median_ns(call, budget=1.5):
     return float(times[len(times) // 2])
 
 
+def values(rows):
+    return (rng.random((rows, WIDTH), dtype=np.float32) * 100).round() / 2
+
+
 def table(rows):
-    return torch.from_numpy((rng.random((rows, WIDTH), dtype=np.float32) * 100).round() / 2)
+    """As PyTorch users allocate: torch's allocator (64-byte aligned, 4 KiB pages)."""
+    t = torch.empty((rows, WIDTH))
+    t.copy_(torch.from_numpy(values(rows)))
+    return t
+
+
+def table_like_crate(rows):
+    """The layout of the crate's `Array`: glibc's 16 bytes past a page, 4 KiB pages (NumPy's
+    huge-page advice switched off for this one allocation)."""
+    advise = np._core.multiarray._set_madvise_hugepage(False)
+    try:
+        a = np.empty((rows, WIDTH), np.float32)
+    finally:
+        np._core.multiarray._set_madvise_hugepage(advise)
+    a[...] = values(rows)
+    return torch.from_numpy(a)
 
 
 def bags():
@@ -53,7 +78,12 @@ def calls(wid):
         w = torch.from_numpy((0.25 + (np.arange(n) % 7) * 0.125).astype(np.float32))
         mode = {"B3": "mean", "B4": "max"}.get(wid[:2], "sum")
         psw = w if wid.startswith("B2") else None
-        return {"": lambda: F.embedding_bag(idx, t, starts, mode=mode, per_sample_weights=psw)}
+        tc = table_like_crate(1_000_000)
+        tc.copy_(t)
+        return {
+            "": lambda: F.embedding_bag(idx, t, starts, mode=mode, per_sample_weights=psw),
+            "_crate": lambda: F.embedding_bag(idx, tc, starts, mode=mode, per_sample_weights=psw),
+        }
     if wid.startswith("G"):
         nodes, edges = 100_000, 1_000_000
         x = table(nodes)
@@ -87,7 +117,7 @@ def main(ids):
             for suffix, call in runs.items():
                 if suffix == "_build" and threads == 2:
                     continue
-                name = f"torch{threads}" if suffix == "" else "torch_build"
+                name = "torch_build" if suffix == "_build" else f"torch{threads}{suffix}"
                 print(f"{wid} {name} {median_ns(call):.1f}", flush=True)
 
 
