@@ -194,6 +194,10 @@ pub(crate) const INDEX_AHEAD_BYTES: usize = 2048;
 /// positions are known (PERFORMANCE.md#gather-reduce).
 pub(crate) const REDUCE_AHEAD: usize = 16;
 
+/// How many positions ahead the sort of ids into CSR asks for the entry it will write: each
+/// position's entry lands at a random place of the sorted array (PERFORMANCE.md#gather-reduce).
+pub(crate) const SORT_AHEAD: usize = 16;
+
 /// Columns of a single-run row that the gather-reduce accumulates in registers at a
 /// time (eight AVX2 registers of `f32`), walking the segment's positions once per block;
 /// a half and a quarter block follow, and the rest of a row accumulates in place
