@@ -401,13 +401,8 @@ fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
     let frame = Frame::new(op, x, axis, segs.count(), pool, positions);
     // Large outputs by ids: the positions sorted by segment (beside the allocation of a
     // fresh output), then built row by row.
-    let row_len: usize = (x.shape().iter().enumerate())
-        .filter(|&(d, _)| d != axis)
-        .fold(1, |n, (_, &l)| n.saturating_mul(l));
-    let out_bytes = segs
-        .count()
-        .saturating_mul(row_len)
-        .saturating_mul(size_of::<A>());
+    // (An output too large to exist sorts nothing: `finish` reports it.)
+    let out_bytes = frame.out_dim().map_or(0, |d| d.size() * size_of::<A>());
     let axis_len = x.shape()[axis];
     let sort = match &segs {
         Checked::Ids(ids, n) if reduce_sorts(out_bytes) => Some(|| Csr::by_ids(rows, axis_len, *ids, *n)),

@@ -200,8 +200,8 @@ pub(crate) const SORT_AHEAD: usize = 16;
 
 /// Columns of a single-run row that the gather-reduce accumulates in registers at a
 /// time (eight AVX2 registers of `f32`), walking the segment's positions once per block;
-/// a half and a quarter block follow, and the rest of a row accumulates in place
-/// (PERFORMANCE.md#gather-reduce).
+/// a half and a quarter block follow, and the rest of a row accumulates in place. With an
+/// argmax, blocks are a quarter of this wide (PERFORMANCE.md#gather-reduce).
 pub(crate) const REDUCE_BLOCK: usize = if SMALL_SIZES { 8 } else { 64 };
 
 /// At most this many bytes of a row are asked for ahead (a longer row's later lines are

@@ -283,6 +283,20 @@ unsafe fn end_row<A: PoolElement>(g: &Geometry<A>, p: &Pooler<'_, A>, s: usize, 
     }
 }
 
+/// Widens the positions `arg` (a block's or the tail's argmax) into the `usize` argmax
+/// output at `a`.
+///
+/// # Safety
+/// `a` starts `arg.len()` elements of an argmax row this thread alone writes.
+#[inline(always)]
+unsafe fn widen(a: *mut usize, arg: &[u32]) {
+    // SAFETY: the caller's.
+    let a = unsafe { std::slice::from_raw_parts_mut(a, arg.len()) };
+    for (a, &v) in a.iter_mut().zip(arg) {
+        *a = v as usize;
+    }
+}
+
 /// Segments that are ranges of entries (`sorted`): `segs` of `e`.
 pub(super) struct Sorted<'e, E> {
     pub e: &'e E,
@@ -398,10 +412,7 @@ impl<E: Entries> Sorted<'_, E> {
             }
             if Op::ARG {
                 // SAFETY: as above.
-                let a = unsafe { std::slice::from_raw_parts_mut(a.add(c), K) };
-                for (a, &v) in a.iter_mut().zip(&arg) {
-                    *a = v as usize;
-                }
+                unsafe { widen(a.add(c), &arg) };
             }
         }
         Ok(tally)
@@ -437,12 +448,9 @@ impl<E: Entries> Sorted<'_, E> {
             },
         )?;
         if Op::ARG && tally.count > 0 {
-            let a = g.out_row(s).1;
-            // SAFETY: segment `s`'s argmax row, a run of the row's length (the contract).
-            let a = unsafe { std::slice::from_raw_parts_mut(a.add(c), arg.len()) };
-            for (a, &v) in a.iter_mut().zip(&*arg) {
-                *a = v as usize;
-            }
+            // SAFETY: the columns from `c` of segment `s`'s argmax row, a run of the
+            // row's length, this thread's (the contract).
+            unsafe { widen(g.out_row(s).1.add(c), arg) };
         }
         Ok(tally)
     }
