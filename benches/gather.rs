@@ -5,7 +5,7 @@
 //! single-threaded memcpy of the output's bytes (the physical limit); plus a size sweep
 //! and prepared gathers of runs of consecutive indices.
 //!
-//! `cargo bench --bench gather` runs everything; `cargo bench --bench gather -- W1` one
+//! `cargo bench -p ndarray-gather-benches --bench gather` runs everything; `-- W1` after it one
 //! workload. Compare ratios within one run, not absolute times across runs.
 
 use std::hint::black_box;

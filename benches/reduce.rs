@@ -2,7 +2,8 @@
 //! shared/BENCH-WORKLOADS.md: the crate's calls beside the hand-written fused loops and a
 //! 1-thread memcpy of the output's bytes.
 //!
-//! `cargo bench --bench reduce`, or `cargo bench --bench reduce -- G1` for one.
+//! `cargo bench -p ndarray-gather-benches --bench reduce`, or `... --bench reduce -- G1` for
+//! one.
 
 use std::hint::black_box;
 use std::time::Duration;

@@ -2,7 +2,8 @@
 //! crate's scatter (the destination reset before each call, untimed) beside a 1-thread
 //! memcpy of the updates' bytes (S5: the indices').
 //!
-//! `cargo bench --bench scatter`, or `cargo bench --bench scatter -- S3` for one.
+//! `cargo bench -p ndarray-gather-benches --bench scatter`, or `... --bench scatter -- S3` for
+//! one.
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -4,9 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::support::npy::{Npy, read_npy};
 use ndarray::ArrayD;
 use ndarray_gather::prelude::*;
-use ndarray_npy::{ReadableElement, read_npy};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -53,8 +53,8 @@ fn cases() -> Vec<Case> {
         .collect()
 }
 
-fn read<T: ReadableElement>(file: &str) -> Option<ArrayD<T>> {
-    read_npy(dir().join("data").join(file)).ok()
+fn read<T: Npy>(file: &str) -> Option<ArrayD<T>> {
+    read_npy(dir().join("data").join(file))
 }
 
 /// Whether `e` is what NumPy's exception class `kind` means for a call of `op`.
@@ -82,7 +82,7 @@ fn same_kind(op: &str, kind: &str, e: &GatherError) -> bool {
 /// Runs one case with element type `A` and index type `I`.
 fn run<A, I>(c: &Case, data: ArrayD<A>, indices: ArrayD<I>) -> Result<(), String>
 where
-    A: ReadableElement + Clone + Send + Sync + PartialEq + std::fmt::Debug,
+    A: Npy + Clone + Send + Sync + PartialEq + std::fmt::Debug,
     I: GatherIndex,
 {
     let mode = match c
@@ -155,7 +155,7 @@ where
 
 fn with_indices<A>(c: &Case, data: ArrayD<A>) -> Result<(), String>
 where
-    A: ReadableElement + Clone + Send + Sync + PartialEq + std::fmt::Debug,
+    A: Npy + Clone + Send + Sync + PartialEq + std::fmt::Debug,
 {
     let file = c.get("indices");
     if let Some(i) = read::<i64>(file) {
@@ -256,7 +256,7 @@ fn is_scatter(c: &Case) -> bool {
 /// unchanged.
 fn run_scatter<A, I>(c: &Case, data: ArrayD<A>, indices: ArrayD<I>) -> Result<(), String>
 where
-    A: ReadableElement + Copy + PartialOrd + num_traits::NumAssignOps + Send + Sync + std::fmt::Debug,
+    A: Npy + Copy + PartialOrd + num_traits::NumAssignOps + Send + Sync + std::fmt::Debug,
     I: GatherIndex,
 {
     let file = c.get("updates");
@@ -303,7 +303,7 @@ where
 fn run_scatter_case(c: &Case) -> Result<(), String> {
     fn with<A>(c: &Case, data: ArrayD<A>) -> Result<(), String>
     where
-        A: ReadableElement + Copy + PartialOrd + num_traits::NumAssignOps + Send + Sync + std::fmt::Debug,
+        A: Npy + Copy + PartialOrd + num_traits::NumAssignOps + Send + Sync + std::fmt::Debug,
     {
         let file = c.get("indices");
         if let Some(i) = read::<i64>(file) {

@@ -35,18 +35,17 @@ fn gathers_the_last_elements_of_a_u8_input_above_4_gib() {
     assert_eq!(out, array![[a[2 * cols - 1]]]);
 }
 
-/// A memory-mapped `.npy` table of 4.5 GiB (a sparse file: only the rows written take
-/// disk space), viewed without a copy, its rows above 4 GiB gathered by `gather` and by a
+/// A memory-mapped table of 4.5 GiB (a sparse file: only the rows written take disk
+/// space), viewed without a copy, its rows above 4 GiB gathered by `gather` and by a
 /// `GatherPlan`.
 #[test]
 #[ignore = "writes a 4.5 GiB sparse file in the temporary directory; run with --release -- --ignored"]
 fn gathers_rows_above_4_gib_from_a_memory_mapped_table() {
     use ndarray::{ArrayViewMut2, s};
-    use ndarray_npy::{ViewMutNpyExt, ViewNpyExt, write_zeroed_npy};
 
     let cols = 256;
     let rows = ((1usize << 32) + (1 << 29)) / (cols * 4); // 4.5 GiB of f32
-    let path = std::env::temp_dir().join(format!("ndarray-gather-huge-{}.npy", std::process::id()));
+    let path = std::env::temp_dir().join(format!("ndarray-gather-huge-{}.f32", std::process::id()));
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -54,12 +53,14 @@ fn gathers_rows_above_4_gib_from_a_memory_mapped_table() {
         .truncate(true)
         .open(&path)
         .unwrap();
-    write_zeroed_npy::<f32, _>(&file, (rows, cols)).unwrap();
+    file.set_len((rows * cols * 4) as u64).unwrap();
     let picks = [rows - 1, rows - 2, (1 << 32) / (cols * 4) + 3, 5];
     {
         // SAFETY: only this test uses the file.
         let mut map = unsafe { memmap2::MmapMut::map_mut(&file) }.unwrap();
-        let mut table = ArrayViewMut2::<f32>::view_mut_npy(&mut map).unwrap();
+        // SAFETY: the map is page-aligned and holds `rows * cols` f32 (any bits are one).
+        let data = unsafe { std::slice::from_raw_parts_mut(map.as_mut_ptr().cast::<f32>(), rows * cols) };
+        let mut table = ArrayViewMut2::from_shape((rows, cols), data).unwrap();
         for &r in &picks {
             table.row_mut(r).fill(r as f32);
         }
@@ -67,7 +68,9 @@ fn gathers_rows_above_4_gib_from_a_memory_mapped_table() {
     }
     // SAFETY: as above.
     let map = unsafe { memmap2::Mmap::map(&file) }.unwrap();
-    let table = ArrayView2::<f32>::view_npy(&map).unwrap();
+    // SAFETY: as above.
+    let data = unsafe { std::slice::from_raw_parts(map.as_ptr().cast::<f32>(), rows * cols) };
+    let table = ArrayView2::from_shape((rows, cols), data).unwrap();
     let ids = Array1::from_iter(picks.iter().map(|&r| r as i64));
     let got = table.gather(&ids, 0).unwrap();
     let plan = GatherPlan::gather(table.shape(), &array![-1_i64, -2, 4_194_307, 5], 0).unwrap();

@@ -5,7 +5,8 @@ mod axes;
 mod bounds;
 mod docs;
 mod errors;
-// Files and memory maps: not under Miri, whose build leaves out ndarray-npy (Cargo.toml).
+// Files and memory maps: not under Miri (its isolation has no file system; its build
+// leaves out memmap2, Cargo.toml).
 #[cfg(not(miri))]
 mod fixtures;
 mod habits;

@@ -5,9 +5,9 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::support::npy::{Npy, read_npy};
 use ndarray::{ArrayD, IxDyn};
 use ndarray_gather::prelude::*;
-use ndarray_npy::{ReadableElement, read_npy};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -53,12 +53,12 @@ fn cases() -> Vec<Case> {
         .collect()
 }
 
-fn read<T: ReadableElement>(file: &str) -> Option<ArrayD<T>> {
-    read_npy(dir().join("data").join(file)).ok()
+fn read<T: Npy>(file: &str) -> Option<ArrayD<T>> {
+    read_npy(dir().join("data").join(file))
 }
 
 /// The case run with elements `A`; `None` if its data is not of type `A`.
-fn run<A: PoolElement + Copy + std::fmt::Debug + ReadableElement + std::str::FromStr>(
+fn run<A: PoolElement + Copy + std::fmt::Debug + Npy + std::str::FromStr>(
     c: &Case,
 ) -> Option<(ArrayD<A>, ArrayD<A>)> {
     let data = read::<A>(c.get("data").unwrap())?;

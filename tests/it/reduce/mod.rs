@@ -2,7 +2,7 @@
 //! calls on one and three threads, and PyTorch's fixtures.
 
 mod cases;
-// Files and memory maps: not under Miri, whose build leaves out ndarray-npy (Cargo.toml).
+// Files: not under Miri (its isolation has no file system).
 #[cfg(not(miri))]
 mod fixtures;
 mod large;

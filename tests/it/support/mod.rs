@@ -1,10 +1,13 @@
 //! What every test module imports, and no test module defines: the naive references,
-//! layouts, generators, the wrappers' cases, the plans' agreement check and thread-pool
-//! helpers. Test modules import from here only, never from each other.
+//! layouts, generators, the fixtures' `.npy` reader, the wrappers' cases, the plans'
+//! agreement check and thread-pool helpers. Test modules import from here only, never from each other.
 
 pub mod cases;
 pub mod generate;
 pub mod layouts;
+// The fixture modules' reader; not under Miri, which runs no fixture test.
+#[cfg(not(miri))]
+pub mod npy;
 pub mod plans;
 // Only the gather-reduce binary (tests/reduce.rs) uses it.
 #[allow(dead_code)]

@@ -3,7 +3,7 @@
 //! `GatherPlan` then read only the pages of the rows they pick.
 //!
 //! ```text
-//! cargo run --release --example mmap_table -- [TABLE_MIB] [LOOKUPS] [PATH]
+//! cargo run --release -p ndarray-gather-benches --example mmap_table -- [TABLE_MIB] [LOOKUPS] [PATH]
 //! ```
 //!
 //! Writes a `[rows, 256]` f32 table of `TABLE_MIB` MiB (default 1024) at `PATH` (default
