@@ -57,7 +57,7 @@ pub fn data(shape: &[usize]) -> ArrayD<f32> {
     ArrayD::from_shape_vec(IxDyn(shape), numpy_like(n, |i| (i % 65521) as f32)).unwrap()
 }
 
-fn ids(shape: &[usize], n: usize, seed: u64) -> ArrayD<i64> {
+pub fn ids(shape: &[usize], n: usize, seed: u64) -> ArrayD<i64> {
     let v = indices(shape.iter().product(), n, seed);
     ArrayD::from_shape_vec(IxDyn(shape), numpy_like(v.len(), |i| v[i])).unwrap()
 }
@@ -385,7 +385,7 @@ pub const SCATTER_IDS: [&str; 8] = [
 ];
 
 /// Scatter values: small and varied.
-fn updates(shape: &[usize]) -> ArrayD<f32> {
+pub fn updates(shape: &[usize]) -> ArrayD<f32> {
     ArrayD::from_shape_fn(IxDyn(shape), |d| {
         (d.slice().iter().sum::<usize>() % 251) as f32 * 0.01
     })
