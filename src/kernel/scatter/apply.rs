@@ -9,7 +9,7 @@ use crate::index::{GatherIndex, Raise, Resolve};
 use crate::kernel::prefetch::{lines_ahead, next_row_share, prefetch_block, prefetch_line};
 use crate::kernel::walk::{At, Visit};
 use crate::kernel::{BadIndex, locate};
-use crate::plan::policy::{ROW_CHUNK, SCATTER_RING};
+use crate::plan::policy::{ROW_CHUNK, SCATTER_RING, UPDATES_PREFETCH_MAX_DST_BYTES};
 use crate::plan::{AxisTerm, Loop};
 use crate::reduce::Reducer;
 
@@ -82,9 +82,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
 
     /// `count` block lanes along `row`, the first at `at`, as a pipeline: each block's
     /// coordinate is located (through the `N` axis terms in `fixed`, or for `N == 0`
-    /// the task's) and its destination and updates prefetched (if ours) a few lanes,
-    /// about 4 KiB of blocks, before its updates are combined, so that random writes
-    /// overlap; the indices are asked for further ahead. `K > 0`: blocks of `K`
+    /// the task's) and its destination prefetched (if ours) a few lanes, about 4 KiB of
+    /// blocks, before its updates are combined (its updates too, but for a part that
+    /// owns a whole destination out of cache), so that random writes overlap; the indices are asked for further ahead. `K > 0`: blocks of `K`
     /// contiguous elements, combined as fixed-size arrays (S3's points: a move, not a
     /// loop of four).
     ///
@@ -112,6 +112,11 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         let bytes = n * size_of::<A>();
         let ahead = (4096 / bytes.max(1)).clamp(1, SCATTER_RING).min(count);
         let far = (ahead as isize + lines_ahead::<I>(row.idx)) * row.idx;
+        // The updates of the blocks ahead are prefetched unless this part reads all of
+        // them, in order, into a destination out of cache (`UPDATES_PREFETCH_MAX_DST_BYTES`).
+        let dst_bytes = ((t.span.1 - t.span.0) as usize + 1).saturating_mul(size_of::<A>());
+        let whole = lo <= t.span.0 && t.span.1 < hi;
+        let prefetch_updates = !whole || dst_bytes < UPDATES_PREFETCH_MAX_DST_BYTES;
         let mut good = true;
         let mut locate_at = |k: usize| {
             let lane = at.step(&row, k as isize);
@@ -123,7 +128,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
             let d = lane.inp + g;
             if lo <= d && d < hi {
                 prefetch_block(dst.wrapping_offset(d), bytes);
-                prefetch_block(upd.wrapping_offset(lane.out), bytes);
+                if prefetch_updates {
+                    prefetch_block(upd.wrapping_offset(lane.out), bytes);
+                }
             }
             d
         };
