@@ -21,7 +21,7 @@ mod tile;
 pub(crate) use self::strategy::stream_pays;
 pub(crate) use self::strategy::{
     ScatterWay, Stage, Strategy, output_group, reduce_jobs, reduce_sorts, reduce_spans, scatter_parts,
-    threads, worth_parallel,
+    scatter_prefetches_updates, threads, worth_parallel,
 };
 use self::tile::tiled;
 pub(crate) use self::tile::{slab, strips};

@@ -154,6 +154,14 @@ pub(crate) fn scatter_parts<A>(total: usize, dst_bytes: usize, block_bytes: Opti
     }
 }
 
+/// Whether a scatter's block pipelines, in `parts` parts of a destination span of
+/// `dst_bytes` bytes, prefetch the updates of the blocks ahead: not when one part reads
+/// them all, in order, into a destination out of cache
+/// ([`UPDATES_PREFETCH_MAX_DST_BYTES`]).
+pub(crate) fn scatter_prefetches_updates(parts: usize, dst_bytes: usize) -> bool {
+    parts > 1 || dst_bytes < UPDATES_PREFETCH_MAX_DST_BYTES
+}
+
 /// How many lanes of `n` elements an output-staged group holds: as many as [`STAGE`]
 /// holds (a tile), at least [`OUTPUT_LANES`] (whole lanes up to [`STAGE`] long, their
 /// group up to 1 MiB of `f32`, within L2).
@@ -225,7 +233,7 @@ impl Stage {
 
 /// How many jobs a gather-reduce by sorted segments runs in, gathering `bytes` bytes into
 /// `segments` segments: one (the calling thread) when small, else jobs of about
-/// [`REDUCE_JOB_BYTES`](super::policy::REDUCE_JOB_BYTES), at least two per thread.
+/// [`REDUCE_JOB_BYTES`], at least two per thread.
 pub(crate) fn reduce_jobs(bytes: usize, segments: usize) -> usize {
     if !worth_parallel(bytes) {
         return 1;

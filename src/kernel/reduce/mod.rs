@@ -13,6 +13,7 @@
 //! Its rooms: this file (the row geometry and the walks), `pool` (what a pooling does to
 //! a row). Every offset it forms is an element by the contract of [`Geometry`].
 
+mod ops;
 mod pool;
 mod runs;
 mod sort;

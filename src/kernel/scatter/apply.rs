@@ -9,7 +9,7 @@ use crate::index::{GatherIndex, Raise, Resolve};
 use crate::kernel::prefetch::{lines_ahead, next_row_share, prefetch_block, prefetch_line};
 use crate::kernel::walk::{At, Visit};
 use crate::kernel::{BadIndex, locate};
-use crate::plan::policy::{ROW_CHUNK, SCATTER_RING, UPDATES_PREFETCH_MAX_DST_BYTES};
+use crate::plan::policy::{ROW_CHUNK, SCATTER_RING};
 use crate::plan::{AxisTerm, Loop};
 use crate::reduce::Reducer;
 
@@ -21,6 +21,9 @@ pub(crate) struct Apply<'t, 'a, A, I, R, const CHECKED: bool> {
     pub(super) dst: *mut A,
     pub(super) reducer: R,
     pub(super) own: (isize, isize),
+    /// Whether block pipelines prefetch the updates ahead
+    /// ([`scatter_prefetches_updates`](crate::plan::scatter_prefetches_updates)).
+    pub(super) prefetch_updates: bool,
 }
 
 /// `Ok` unless `CHECKED` and a lane's index was bad.
@@ -83,8 +86,8 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
     /// `count` block lanes along `row`, the first at `at`, as a pipeline: each block's
     /// coordinate is located (through the `N` axis terms in `fixed`, or for `N == 0`
     /// the task's) and its destination prefetched (if ours) a few lanes, about 4 KiB of
-    /// blocks, before its updates are combined (its updates too, but for a part that
-    /// owns a whole destination out of cache), so that random writes overlap; the indices are asked for further ahead. `K > 0`: blocks of `K`
+    /// blocks, before its updates are combined (and its updates, where the part's
+    /// `prefetch_updates` says so), so that random writes overlap; the indices are asked for further ahead. `K > 0`: blocks of `K`
     /// contiguous elements, combined as fixed-size arrays (S3's points: a move, not a
     /// loop of four).
     ///
@@ -112,11 +115,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         let bytes = n * size_of::<A>();
         let ahead = (4096 / bytes.max(1)).clamp(1, SCATTER_RING).min(count);
         let far = (ahead as isize + lines_ahead::<I>(row.idx)) * row.idx;
-        // The updates of the blocks ahead are prefetched unless this part reads all of
-        // them, in order, into a destination out of cache (`UPDATES_PREFETCH_MAX_DST_BYTES`).
-        let dst_bytes = ((t.span.1 - t.span.0) as usize + 1).saturating_mul(size_of::<A>());
-        let whole = lo <= t.span.0 && t.span.1 < hi;
-        let prefetch_updates = !whole || dst_bytes < UPDATES_PREFETCH_MAX_DST_BYTES;
+        let prefetch_updates = self.prefetch_updates;
         let mut good = true;
         let mut locate_at = |k: usize| {
             let lane = at.step(&row, k as isize);

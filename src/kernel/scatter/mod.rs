@@ -38,7 +38,7 @@ use super::walk::{Walk, split_innermost, walk};
 use super::{BadIndex, Operand, debug_check_reach};
 use crate::index::GatherIndex;
 use crate::layout::span;
-use crate::plan::{AxisTerm, Loop, ScatterWay, scatter_parts};
+use crate::plan::{AxisTerm, Loop, ScatterWay, scatter_parts, scatter_prefetches_updates};
 use crate::reduce::Reducer;
 
 /// A scatter ready to run.
@@ -159,6 +159,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         let dst_bytes = ((hi - lo) as usize + 1).saturating_mul(size_of::<A>());
         let block_bytes = blocks.then(|| self.walk.lane.len * size_of::<A>());
         let parts = scatter_parts::<A>(total, dst_bytes, block_bytes);
+        let prefetch_updates = scatter_prefetches_updates(parts, dst_bytes);
         let width = (hi - lo) / parts as isize + 1;
         let dst = Shared(dst);
         let part = |p: usize| {
@@ -171,6 +172,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
                 dst: dst.get(),
                 reducer,
                 own,
+                prefetch_updates,
             };
             // SAFETY: `ScatterTask::new`'s contract, `dst` the destination or a copy at
             // its offsets; indices were checked or are checked on the way (`Apply`); each
