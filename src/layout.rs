@@ -4,6 +4,7 @@
 
 use ndarray::{Dimension, IxDyn};
 
+use crate::plan::policy::INLINE_RANK;
 use crate::small::Small;
 
 /// ndarray's C-order strides for an array of `shape`: all zero for an empty array, as
@@ -11,7 +12,7 @@ use crate::small::Small;
 pub(crate) fn default_strides(shape: &[usize]) -> IxDyn {
     // Computed on the stack and copied once: `IxDyn`'s every element access branches on
     // where its items are (PERFORMANCE.md#tiny-calls-store-forwarding).
-    let mut strides = [0usize; 8];
+    let mut strides = [0usize; INLINE_RANK];
     let Some(s) = strides.get_mut(..shape.len()) else {
         let mut strides = IxDyn::zeros(shape.len());
         c_order(shape, strides.slice_mut());

@@ -6,8 +6,7 @@ use super::{Call, fresh, fresh_loops};
 use crate::error::GatherError;
 use crate::index::{Clip, GatherIndex, IndexMode, Raise, Wrap};
 use crate::kernel::{BadIndex, Operand, Store, Task};
-use crate::plan::policy::TINY;
-use crate::plan::{Loop, Plan};
+use crate::plan::{Loop, Plan, Strategy};
 
 impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
     /// Gathers into a new array of the output shape.
@@ -17,7 +16,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
         // Indices are checked by the kernel as it reads them (a separate pass would read
         // them twice); if one is bad, the kernel drops what it wrote and we free the rest.
         let merged;
-        let loops: &[Loop] = if plan.out_len <= TINY {
+        let loops: &[Loop] = if plan.tiny() {
             plan.set_c_out_strides();
             &plan.dims
         } else {
@@ -53,7 +52,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
             });
         }
         let out_ptr = out.as_mut_ptr();
-        if plan.out_len <= TINY {
+        if plan.tiny() {
             plan.set_out_strides(self.output_strides(out.strides()));
             // SAFETY: `out` has the plan's output shape (checked above) and is an
             // exclusive borrow, so it aliases nothing.
@@ -78,9 +77,10 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a A>, I> {
     ) -> Result<(), GatherError> {
         let input = Operand::new(self.inp(), self.input.as_ptr());
         let indices = Operand::new(self.idx(), self.indices.as_ptr());
+        let strategy = Strategy::of::<A, I>(loops, &plan.axes);
         // SAFETY: the plan was made from these layouts of these arrays; `out` by this
         // function's contract.
-        let task = unsafe { Task::new(loops, &plan.axes, input, indices, out, store) };
+        let task = unsafe { Task::new(loops, &plan.axes, strategy, input, indices, out, store) };
         let ran = match self.mode {
             IndexMode::Raise => task.run::<Raise>(),
             IndexMode::Wrap => task.run::<Wrap>(),

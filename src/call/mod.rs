@@ -17,7 +17,6 @@ mod raw;
 pub(crate) mod reduce;
 mod resolve;
 mod scatter;
-mod segments;
 
 use ndarray::{RawData, ViewRepr};
 

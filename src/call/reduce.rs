@@ -9,102 +9,30 @@ use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Csr, Geometry, Lane, Pooler, Positions, Source, by_ids, sorted};
+use crate::kernel::reduce::{Csr, Geometry, Identity, Indexed, Pooler, Positions, Source, by_ids, sorted};
 use crate::kernel::schedule::both;
 use crate::layout::{checked_len, unravel};
-use crate::plan::{reduce_jobs, reduce_sorts, reduce_spans};
+use crate::plan::reduce::{ReduceWalk, row_loops};
 use crate::pool::{Pool, PoolElement, Pooling};
-use crate::segments::Segments;
+use crate::segments::{Checked, Segments};
 
-pub(crate) use super::segments::Checked;
-
-/// The indices of a gather-reduce, in row-major order, as the rows they read.
-pub(crate) struct Indexed<'a, I> {
-    idx: &'a [I],
-    shape: Vec<usize>,
+/// The first index out of range among `rows` (the indices of a call along `axis`), as
+/// the error that names it.
+pub(crate) fn check_rows<I: GatherIndex>(
+    op: &'static str,
+    rows: &Indexed<'_, I>,
     axis: usize,
     axis_len: usize,
-    skip: Option<i128>,
-}
-
-impl<'a, I: GatherIndex> Indexed<'a, I> {
-    /// `indices` (any rank) read along an axis of `axis_len`; `keep` holds a row-major copy
-    /// of indices that are not contiguous in row-major order (a slice: the kernel's walk
-    /// reads an index with one load).
-    pub fn new<E: Dimension>(
-        indices: &'a ArrayRef<I, E>,
-        keep: &'a mut Option<Vec<I>>,
-        axis: usize,
-        axis_len: usize,
-        skip: Option<i64>,
-    ) -> Self {
-        let flat = match indices.as_slice() {
-            Some(v) => v,
-            None => keep.insert(indices.iter().copied().collect()),
-        };
-        Indexed {
-            idx: flat,
-            shape: indices.shape().to_vec(),
+) -> Result<(), GatherError> {
+    match rows.first_bad() {
+        None => Ok(()),
+        Some((index, p, shape)) => Err(GatherError::IndexOutOfBounds {
+            op,
+            index,
+            position: unravel(p, shape).to_vec(),
             axis,
             axis_len,
-            skip: skip.map(i128::from),
-        }
-    }
-
-    /// The number of positions.
-    pub fn len(&self) -> usize {
-        self.idx.len()
-    }
-
-    /// The first index out of range, as the error that names it.
-    pub fn check(&self, op: &'static str) -> Result<(), GatherError> {
-        match (0..self.len()).find(|&p| self.row(p).is_err()) {
-            None => Ok(()),
-            Some(p) => Err(GatherError::IndexOutOfBounds {
-                op,
-                index: self.idx[p].to_i128(),
-                position: unravel(p, &self.shape).to_vec(),
-                axis: self.axis,
-                axis_len: self.axis_len,
-            }),
-        }
-    }
-}
-
-impl<I: GatherIndex> Source for Indexed<'_, I> {
-    #[inline(always)]
-    fn row(&self, p: usize) -> Result<Option<usize>, BadIndex> {
-        let v = self.idx[p];
-        if self.skip == Some(v.to_i128()) {
-            return Ok(None);
-        }
-        v.resolve_raise(self.axis_len).map(Some).ok_or(BadIndex)
-    }
-
-    #[inline(always)]
-    fn peek(&self, p: usize) -> usize {
-        // A negative index counts from the end; a bad one gives some row to prefetch.
-        let v = self.idx[p].to_i128() as isize;
-        (if v < 0 {
-            v.wrapping_add(self.axis_len as isize)
-        } else {
-            v
-        }) as usize
-    }
-}
-
-/// `segment_reduce`'s rows: position `p` is the input's row `p`.
-pub(crate) struct Identity;
-
-impl Source for Identity {
-    #[inline(always)]
-    fn row(&self, p: usize) -> Result<Option<usize>, BadIndex> {
-        Ok(Some(p))
-    }
-
-    #[inline(always)]
-    fn peek(&self, p: usize) -> usize {
-        p
+        }),
     }
 }
 
@@ -115,20 +43,15 @@ pub(crate) struct Frame<'a, 'w, A, D> {
     pub axis: usize,
     pub segments: usize,
     pub pooler: Pooler<'w, A>,
-    /// The number of rows the call gathers (for the thread decision).
-    pub entries: usize,
 }
 
-/// What runs the kernel for a frame: the walk, given the geometry, pooling and number of
-/// jobs (or spans) the planner chose, and what the call prepared (`P`: its ids sorted).
+/// What runs the kernel for a frame: the walk the planner chose, given the geometry,
+/// the pooling, and what the call prepared (`P`: its ids sorted).
 pub(crate) trait Walk<A, P>:
-    FnOnce(&Geometry<A>, &Pooler<'_, A>, usize, Option<P>) -> Result<(), BadIndex>
+    FnOnce(&Geometry<A>, &Pooler<'_, A>, Option<P>) -> Result<(), BadIndex>
 {
 }
-impl<A, P, F: FnOnce(&Geometry<A>, &Pooler<'_, A>, usize, Option<P>) -> Result<(), BadIndex>> Walk<A, P>
-    for F
-{
-}
+impl<A, P, F: FnOnce(&Geometry<A>, &Pooler<'_, A>, Option<P>) -> Result<(), BadIndex>> Walk<A, P> for F {}
 
 /// What a call prepares before it walks, where it has anything to prepare.
 pub(crate) trait Prepare<P>: FnOnce() -> P + Send {}
@@ -182,7 +105,7 @@ pub(crate) fn check_pool<A: PoolElement>(
 
 impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
     /// A frame for `x` along `axis` into `segments` segments, pooling `positions`
-    /// positions (`entries` of them gathered) with `pool`.
+    /// positions with `pool`.
     pub fn new(
         op: &'static str,
         x: &'a ArrayRef<A, D>,
@@ -203,8 +126,22 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
                 integral: A::from_f64(0.5).is_none_or(|h| h.is_zero()),
                 positions,
             },
-            entries: positions,
         }
+    }
+
+    /// The bytes of one row (the input's slice at one index).
+    pub fn row_bytes(&self) -> usize {
+        let shape = self.x.shape();
+        let elems: usize = (0..shape.len())
+            .filter(|&d| d != self.axis)
+            .map(|d| shape[d])
+            .product();
+        elems.saturating_mul(size_of::<A>())
+    }
+
+    /// The bytes of the output (0 for an output too large to exist, which the run reports).
+    pub fn out_bytes(&self) -> usize {
+        self.out_dim().map_or(0, |d| d.size() * size_of::<A>())
     }
 
     fn out_dim(&self) -> Result<D, GatherError> {
@@ -285,26 +222,7 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
             Some(a) => a.as_mut_ptr(),
             None => std::ptr::null_mut(),
         };
-        let mut lanes: Vec<Lane> = Vec::new();
-        for d in (0..x.ndim()).filter(|&d| d != axis && x.shape()[d] != 1) {
-            let next = Lane {
-                len: x.shape()[d],
-                x: x.strides()[d],
-                o: out.strides()[d],
-            };
-            match lanes.last_mut() {
-                // Merge a loop into the one outside it where they step as one.
-                Some(l) if l.x == next.x * next.len as isize && l.o == next.o * next.len as isize => {
-                    *l = Lane {
-                        len: l.len * next.len,
-                        ..next
-                    }
-                }
-                _ => lanes.push(next),
-            }
-        }
-        let lane = lanes.pop().unwrap_or(Lane { len: 1, x: 1, o: 1 });
-        let row_bytes = lanes.iter().map(|l| l.len).product::<usize>() * lane.len * size_of::<A>();
+        let (lane, lanes) = row_loops(x.shape(), x.strides(), out.strides(), axis);
         let g = Geometry {
             x: x.as_ptr(),
             x_step: x.strides()[axis],
@@ -320,8 +238,7 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
         // `axis` (`rows` and `segments` long), the lanes are their other dimensions, and
         // the argmax array has the output's shape and strides; a mutable array's elements
         // are distinct, so distinct segments' rows are.
-        let parallel = self.entries.saturating_mul(row_bytes);
-        walk(&g, &self.pooler, parallel, prepared)
+        walk(&g, &self.pooler, prepared)
             .map_err(|BadIndex| internal(self.op, "an index out of range after the check"))
     }
 }
@@ -399,20 +316,17 @@ fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
     out: Out<'_, A, D>,
 ) -> Result<Done<A, D>, GatherError> {
     let frame = Frame::new(op, x, axis, segs.count(), pool, positions);
-    // Large outputs by ids: the positions sorted by segment (beside the allocation of a
-    // fresh output), then built row by row.
-    // (An output too large to exist sorts nothing: `finish` reports it.)
-    let out_bytes = frame.out_dim().map_or(0, |d| d.size() * size_of::<A>());
+    let ids = matches!(segs, Checked::Ids(..));
+    let walk = ReduceWalk::of(ids, segs.count(), positions, frame.row_bytes(), frame.out_bytes());
+    // Ids to sort are sorted beside the allocation of a fresh output.
     let axis_len = x.shape()[axis];
-    let sort = match &segs {
-        Checked::Ids(ids, n) if reduce_sorts(out_bytes) => Some(|| Csr::by_ids(rows, axis_len, *ids, *n)),
+    let sort = match (&segs, walk) {
+        (Checked::Ids(ids, n), ReduceWalk::SortIds { .. }) => Some(|| Csr::by_ids(rows, axis_len, *ids, *n)),
         _ => None,
     };
-    frame.finish(
-        out,
-        sort,
-        |g: &Geometry<A>, p: &Pooler<'_, A>, bytes: usize, csr| match (&segs, csr) {
-            (Checked::Sorted(bounds, n), _) => sorted(
+    frame.finish(out, sort, |g: &Geometry<A>, p: &Pooler<'_, A>, csr| {
+        match (&segs, walk, csr) {
+            (Checked::Sorted(bounds, _), ReduceWalk::Sorted { jobs }, _) => sorted(
                 g,
                 &Positions {
                     rows,
@@ -420,13 +334,19 @@ fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
                     len: positions,
                 },
                 p,
-                reduce_jobs(bytes, *n),
+                jobs,
             ),
-            (Checked::Ids(_, n), Some(Ok(Some(csr)))) => sorted(g, &csr, p, reduce_jobs(bytes, *n)),
-            (Checked::Ids(..), Some(Err(bad))) => Err(bad),
-            (Checked::Ids(ids, n), _) => by_ids(g, rows, *ids, p, reduce_spans(bytes, *n)),
-        },
-    )
+            (Checked::Ids(..), ReduceWalk::SortIds { jobs, .. }, Some(Ok(Some(csr)))) => {
+                sorted(g, &csr, p, jobs)
+            }
+            (Checked::Ids(..), _, Some(Err(bad))) => Err(bad),
+            (Checked::Ids(ids, _), ReduceWalk::ByIds { spans } | ReduceWalk::SortIds { spans, .. }, _) => {
+                by_ids(g, rows, *ids, p, spans)
+            }
+            // (The planner's walk follows the segments' kind.)
+            _ => Err(BadIndex),
+        }
+    })
 }
 
 /// `gather_reduce` and its `_into` / `_arg` forms.
@@ -442,12 +362,13 @@ pub(crate) fn gather_reduce<A: PoolElement, D: Dimension, I: GatherIndex, E: Dim
 ) -> Result<Done<A, D>, GatherError> {
     let axis = normalize_axis(op, axis, x.ndim())?;
     let mut keep = None;
-    let rows = Indexed::new(indices, &mut keep, axis, x.shape()[axis], pool.skip);
+    let axis_len = x.shape()[axis];
+    let rows = Indexed::new(indices, &mut keep, axis_len, pool.skip);
     let positions = rows.len();
     // Segments, then the pool, then the indices: the order of the arguments.
     let segs = Checked::new(op, segments, positions)?;
     check_pool(op, &pool, positions, matches!(out, Out::Arg))?;
-    rows.check(op)?;
+    check_rows(op, &rows, axis, axis_len)?;
     reduce(op, x, axis, &rows, positions, segs, pool, out)
 }
 

@@ -7,7 +7,7 @@ use super::{Call, Raw};
 use crate::error::GatherError;
 use crate::index::GatherIndex;
 use crate::kernel::{BadIndex, Operand, ScatterTask, scatter_tiny};
-use crate::plan::policy::SCATTER_TINY;
+use crate::plan::ScatterStrategy;
 use crate::reduce::Reducer;
 
 /// How a scatter's `updates` must fit the matching gather's output shape.
@@ -74,12 +74,14 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
         // axes put back the plan's; the destination is an exclusive borrow, so nothing
         // else reads or writes it, and `dst` comes from `as_mut_ptr`.
         let done = unsafe {
-            if plan.out_len <= SCATTER_TINY {
+            if plan.tiny_scatter() {
                 plan.set_out_strides(self.output_strides(updates.strides()));
                 scatter_tiny(&plan.dims, &plan.axes, dst, updates.as_ptr(), indices, reducer)
             } else {
                 let loops = plan.loops(&self.lower_output(updates.strides()));
-                ScatterTask::new(&loops, &plan.axes, dst, updates.as_ptr(), indices).scatter(reducer)
+                let strategy = ScatterStrategy::of::<A, I>(&loops, &plan.axes, dst.shape, dst.strides);
+                ScatterTask::new(&loops, &plan.axes, dst, updates.as_ptr(), indices, strategy)
+                    .scatter(reducer)
             }
         };
         done.map_err(|BadIndex| self.index_error(&plan))

@@ -41,7 +41,7 @@ pub(crate) mod reduce;
 mod scatter;
 pub(crate) mod schedule;
 mod store;
-mod stream;
+pub(crate) mod stream;
 pub(crate) mod walk;
 
 pub(crate) use self::bounds::{debug_check_reach, locate};

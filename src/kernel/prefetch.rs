@@ -1,7 +1,7 @@
 //! Prefetch hints, shared by the gather and the scatter kernels: a line, a block, and the
 //! share of the next lane's row that each chunk of a row lane asks for.
 
-use crate::plan::policy::{INDEX_AHEAD_BYTES, NEXT_ROW_BYTES, ROW_CHUNK};
+use crate::plan::policy::{CACHE_LINE, INDEX_AHEAD_BYTES, INDEX_AHEAD_MAX_LANES, NEXT_ROW_BYTES, ROW_CHUNK};
 
 /// Asks the CPU to start loading the cache line at `p` (a hint: it never faults and
 /// changes no memory, so `p` may be any address). A no-op off x86-64.
@@ -29,11 +29,11 @@ pub(super) fn prefetch_block<A>(p: *const A, bytes: usize) {
         unsafe { _mm_prefetch::<_MM_HINT_T0>(p) };
         // SAFETY: as above.
         unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(bytes.saturating_sub(1))) };
-        let mut at = 64;
+        let mut at = CACHE_LINE;
         while at + 1 < bytes {
             // SAFETY: as above.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(at)) };
-            at += 64;
+            at += CACHE_LINE;
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
@@ -59,5 +59,5 @@ pub(super) fn next_row_share<A>(row_len: usize, positions: usize, next: isize) -
 /// prefetch leaves index streams waiting on memory (PERFORMANCE.md#scatter-passes).
 pub(crate) fn lines_ahead<I>(row_idx: isize) -> isize {
     let step = (row_idx.unsigned_abs() * size_of::<I>()).max(1);
-    (INDEX_AHEAD_BYTES / step).clamp(1, 256) as isize
+    (INDEX_AHEAD_BYTES / step).clamp(1, INDEX_AHEAD_MAX_LANES) as isize
 }

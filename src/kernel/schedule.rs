@@ -11,8 +11,19 @@
 use std::any::Any;
 
 use super::BadIndex;
-#[cfg(feature = "rayon")]
-use crate::plan::threads;
+
+/// The threads a job list may use: the current rayon pool's (1 without the feature).
+#[inline]
+pub(crate) fn threads() -> usize {
+    #[cfg(feature = "rayon")]
+    {
+        rayon::current_num_threads()
+    }
+    #[cfg(not(feature = "rayon"))]
+    {
+        1
+    }
+}
 
 /// How a parallel run of jobs ended.
 pub(crate) struct Outcome {

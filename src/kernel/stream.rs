@@ -1,11 +1,13 @@
 //! Streaming stores: block copies into an output too large for the caches write whole
 //! 64-byte lines with non-temporal stores, which skip reading each line before it is
-//! overwritten (a third of a cached copy's memory traffic).
+//! overwritten (PERFORMANCE.md#block-gathers-w1-w2-w5-w6-w8).
+
+use crate::plan::policy::CACHE_LINE;
 
 /// Whether this CPU streams: x86-64 with AVX (16-byte SSE2 streaming stores do not pay:
 /// PERFORMANCE.md#block-gathers-w1-w2-w5-w6-w8). Never under Miri, which cannot run the
 /// assembly.
-pub(super) fn available() -> bool {
+pub(crate) fn available() -> bool {
     #[cfg(all(target_arch = "x86_64", not(miri)))]
     {
         std::arch::is_x86_feature_detected!("avx")
@@ -16,9 +18,9 @@ pub(super) fn available() -> bool {
 
 /// Whether elements of `A` can be streamed: whole lines hold whole elements, and clones
 /// need no drop (a line's clones are made in a local buffer first).
-pub(super) fn streams<A>() -> bool {
+pub(crate) fn streams<A>() -> bool {
     let size = size_of::<A>();
-    !std::mem::needs_drop::<A>() && size > 0 && 64 % size == 0
+    !std::mem::needs_drop::<A>() && size > 0 && CACHE_LINE.is_multiple_of(size)
 }
 
 /// Whether a run of `n` elements at `dst` pays for streaming (the planner's rule,
@@ -40,15 +42,17 @@ pub(super) fn pays<A>(dst: *const A, n: usize) -> bool {
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 #[target_feature(enable = "avx")]
 pub(super) unsafe fn clone_run<A: Clone>(dst: *mut A, src: *const A, n: usize) {
+    // (`repr(align)` takes a literal: the cache line.)
     #[repr(C, align(64))]
-    struct Line([std::mem::MaybeUninit<u8>; 64]);
+    struct Line([std::mem::MaybeUninit<u8>; CACHE_LINE]);
+    const { assert!(align_of::<Line>() == CACHE_LINE) };
     let size = size_of::<A>();
-    let per_line = 64 / size;
+    let per_line = CACHE_LINE / size;
     // The elements before the first line boundary: all of them if no element starts
     // there (an element aligned to less than its size).
-    let misaligned = dst as usize % 64;
+    let misaligned = dst as usize % CACHE_LINE;
     let head = if misaligned.is_multiple_of(size) {
-        ((64 - misaligned) % 64 / size).min(n)
+        ((CACHE_LINE - misaligned) % CACHE_LINE / size).min(n)
     } else {
         n
     };
@@ -60,7 +64,7 @@ pub(super) unsafe fn clone_run<A: Clone>(dst: *mut A, src: *const A, n: usize) {
             dst.add(i).write((*src.add(i)).clone());
         }
         let mut i = head;
-        let mut line = Line([std::mem::MaybeUninit::uninit(); 64]);
+        let mut line = Line([std::mem::MaybeUninit::uninit(); CACHE_LINE]);
         while i + per_line <= n {
             let l = line.0.as_mut_ptr().cast::<A>();
             for j in 0..per_line {
@@ -111,7 +115,7 @@ mod tests {
             return;
         }
         let src: Vec<A> = (0..300).map(&make).collect();
-        let per_line = 64 / size_of::<A>();
+        let per_line = CACHE_LINE / size_of::<A>();
         for start in 0..per_line + 1 {
             for n in [0, 1, per_line - 1, per_line, per_line + 1, 3 * per_line + 2, 250] {
                 let mut dst = vec![fill.clone(); 300 + per_line];

@@ -5,8 +5,8 @@
 //! over the remaining loops moves from row to row, carrying each operand's offset along.
 
 use super::BadIndex;
-use crate::plan::policy::TINY;
-use crate::plan::{AxisTerm, Loop};
+use crate::plan::policy::INLINE_RANK;
+use crate::plan::{AxisTerm, Loop, positions, split_innermost};
 use crate::small::Small;
 
 /// Element offsets of one position in the three operands a plan describes: the output
@@ -29,27 +29,6 @@ impl At {
             idx: self.idx + n * l.idx,
         }
     }
-}
-
-/// `loops` split into the innermost one and those around it; a unit loop for none.
-#[inline]
-pub(crate) fn split_innermost(loops: &[Loop]) -> (Loop, &[Loop]) {
-    match loops.split_last() {
-        Some((inner, outer)) => (*inner, outer),
-        None => (
-            Loop {
-                len: 1,
-                ..Loop::default()
-            },
-            &[][..],
-        ),
-    }
-}
-
-/// The number of positions of `outer` loops around a `lane`.
-#[inline]
-pub(crate) fn positions(outer: &[Loop], lane: &Loop) -> usize {
-    outer.iter().map(|l| l.len).product::<usize>() * lane.len
 }
 
 /// What a walk does with the lanes it visits.
@@ -82,20 +61,6 @@ pub(crate) unsafe fn walk<V: Visit>(
     end: usize,
     v: &mut V,
 ) -> Result<(), BadIndex> {
-    if start == 0
-        && end <= TINY
-        && end
-            == positions(
-                outer,
-                &Loop {
-                    len: lane_len,
-                    ..Loop::default()
-                },
-            )
-    {
-        // SAFETY: forwarded: every lane of the loops, whole.
-        return each_lane(outer, |at| unsafe { v.lane(at, 0, lane_len) });
-    }
     let (row, upper) = split_innermost(outer);
     let mut coord: Small<usize> = upper.iter().map(|_| 0).collect();
     let (mut first, mut c, mut r) = (0, 0, At::default());
@@ -181,9 +146,9 @@ pub(crate) fn each_lane(
     outer: &[Loop],
     mut lane: impl FnMut(At) -> Result<(), BadIndex>,
 ) -> Result<(), BadIndex> {
-    // The odometer on the stack up to rank 8: a `Small`'s every access branches on where
-    // its items are (PERFORMANCE.md#tiny-calls-store-forwarding).
-    let mut inline = [0usize; 8];
+    // The odometer on the stack up to `INLINE_RANK`: a `Small`'s every access branches on
+    // where its items are (PERFORMANCE.md#tiny-calls-store-forwarding).
+    let mut inline = [0usize; INLINE_RANK];
     let mut spilled;
     let coord: &mut [usize] = match inline.get_mut(..outer.len()) {
         Some(c) => c,

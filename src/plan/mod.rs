@@ -9,19 +9,20 @@
 //! wrapper in the crate lowers to this one description.
 //!
 //! Its rooms: this file (the loops and axis terms of a call, validated), `tile` (tiles,
-//! strips and slabs: the order in which the kernel visits positions), `stage` (which rows
-//! go through a buffer, and the scatter's way) and `policy` (every tuning constant, each
-//! named once).
+//! strips and slabs: the order in which the kernel visits positions), `strategy` (how a
+//! gather or scatter runs: tiny, serial or parallel, which rows go through a buffer, the
+//! scatter's way and parts), `reduce` (the gather-reduce's row geometry and its walk) and
+//! `policy` (every tuning constant, each named once).
 
 pub(crate) mod policy;
+pub(crate) mod reduce;
 mod strategy;
 mod tile;
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 pub(crate) use self::strategy::stream_pays;
 pub(crate) use self::strategy::{
-    ScatterWay, Stage, Strategy, output_group, reduce_jobs, reduce_sorts, reduce_spans, scatter_parts,
-    scatter_prefetches_updates, threads, worth_parallel,
+    Run, ScatterStrategy, ScatterWay, Stage, Strategy, is_tiny, keeps_offsets, output_group, worth_parallel,
 };
 use self::tile::tiled;
 pub(crate) use self::tile::{slab, strips};
@@ -47,6 +48,28 @@ pub(crate) struct AxisTerm {
     pub len: usize,
     pub stride: isize,
     pub comp: isize,
+}
+
+/// The innermost of `loops` (the lane) and the loops around it; a lane of one position
+/// for none (rank 0).
+#[inline(always)]
+pub(crate) fn split_innermost(loops: &[Loop]) -> (Loop, &[Loop]) {
+    match loops.split_last() {
+        Some((inner, outer)) => (*inner, outer),
+        None => (
+            Loop {
+                len: 1,
+                ..Loop::default()
+            },
+            &[][..],
+        ),
+    }
+}
+
+/// The number of positions of `outer` loops around a `lane`.
+#[inline]
+pub(crate) fn positions(outer: &[Loop], lane: &Loop) -> usize {
+    outer.iter().map(|l| l.len).product::<usize>() * lane.len
 }
 
 /// A validated gather: everything the kernel needs except the data pointers.
@@ -79,6 +102,20 @@ impl Plan {
             dims: Small::new(),
             axes: Small::new(),
         }
+    }
+
+    /// Whether the gather is tiny ([`is_tiny`]): it runs over the plan's own dimensions
+    /// ([`Plan::set_out_strides`]), which merging loops would not repay.
+    #[inline(always)]
+    pub fn tiny(&self) -> bool {
+        is_tiny(self.out_len)
+    }
+
+    /// Whether the scatter of this plan is tiny: two plain passes over its positions
+    /// ([`SCATTER_TINY`](policy::SCATTER_TINY)).
+    #[inline(always)]
+    pub fn tiny_scatter(&self) -> bool {
+        self.out_len <= policy::SCATTER_TINY
     }
 
     /// Validates a `gather_multiaxis` call and describes it.
@@ -281,7 +318,7 @@ impl Plan {
 /// The loops over `dims`, outermost first: dimensions of length 1 dropped and neighbours
 /// that advance uniformly in all three operands merged. Never empty.
 #[inline(always)]
-fn merge(dims: impl Iterator<Item = Loop>) -> Small<Loop> {
+pub(crate) fn merge(dims: impl Iterator<Item = Loop>) -> Small<Loop> {
     let mut loops: Small<Loop> = Small::new();
     for inner in dims {
         if inner.len == 1 {

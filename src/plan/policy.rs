@@ -11,6 +11,17 @@
 /// sizes no fuzz input would reach a parallel range, a pipeline or a stage.
 pub(crate) const SMALL_SIZES: bool = cfg!(any(miri, fuzzing));
 
+// ---- The machine ------------------------------------------------------------------------
+
+/// A cache line, in bytes: what one prefetch asks for, what a streaming store writes whole,
+/// and the alignment of a line buffer (`kernel/stream.rs` spells it in its `repr`).
+pub(crate) const CACHE_LINE: usize = 64;
+
+/// The most dimensions whose odometer or strides are kept in a fixed array on the stack
+/// (a rank above it takes the heap): a `Small`'s or an `IxDyn`'s every access branches on
+/// where its items are (PERFORMANCE.md#tiny-calls-store-forwarding).
+pub(crate) const INLINE_RANK: usize = 8;
+
 // ---- Sizes of a call --------------------------------------------------------------------
 
 /// Calls of at most this many output positions run lane by lane in one loop, unstaged and
@@ -60,6 +71,15 @@ pub(crate) const SCATTER_RING: usize = 64;
 /// does not repay the pipeline's set-up. Low under Miri, so that its tests run the pipeline.
 pub(crate) const PIPELINE_MIN: usize = if SMALL_SIZES { 8 } else { 64 };
 
+/// The bytes of blocks a gather's or a scatter's pipeline keeps in flight (located and
+/// prefetched ahead of their copy): enough lines to cover a miss's latency, few enough to
+/// stay within the core's line buffers and L1 (PERFORMANCE.md#block-gathers-w1-w2-w5-w6-w8).
+pub(crate) const IN_FLIGHT_BYTES: usize = 4096;
+
+/// The most lanes ahead at which a scatter asks for the indices of a row of block lanes
+/// ([`INDEX_AHEAD_BYTES`] of them), so that tiny index steps do not reach past the row.
+pub(crate) const INDEX_AHEAD_MAX_LANES: usize = 256;
+
 /// Contiguous runs of at most this many elements are cloned one by one: for `Copy`
 /// elements a slice copy is a `memcpy` call, slower for a few bytes.
 pub(crate) const SHORT_RUN: usize = 8;
@@ -108,6 +128,10 @@ pub(crate) const INPUT_AHEAD: isize = 8;
 /// Positions along the lanes ahead at which an output-staged move prefetches the run it
 /// will write: each position's run is on a page of its own.
 pub(crate) const OUT_AHEAD: usize = 8;
+
+/// The side of the squares an output-staged move transposes through registers: 4 x 4
+/// elements, four loads and four stores of one vector each for `f32`.
+pub(crate) const SQUARE: usize = 4;
 
 /// Lanes ahead at which a slab's rows prefetch their indices and output: each lane's are
 /// on another page, where the hardware's prefetcher does not follow.
@@ -162,7 +186,7 @@ pub(crate) const UPDATES_PREFETCH_MAX_DST_BYTES: usize = PARTS_MIN_DST_BYTES;
 
 /// Blocks narrower than this many bytes (a cache line) are "small": each thread re-reading
 /// every index does not pay for them (PERFORMANCE.md#scatters).
-pub(crate) const SMALL_BLOCK_BYTES: usize = 64;
+pub(crate) const SMALL_BLOCK_BYTES: usize = CACHE_LINE;
 
 // ---- Outputs ----------------------------------------------------------------------------
 

@@ -1,23 +1,14 @@
-//! The strategy of a task, chosen from its loops: whether (and how) its rows go through a
-//! buffer, whether its block copies stream, and which way a scatter runs.
+//! The strategy of a task, chosen from its loops before the kernel runs: how a gather
+//! runs (tiny, serial or in ranges), whether (and how) its rows go through a buffer,
+//! whether its block copies stream, and which way a scatter runs and in how many parts.
+//! The kernel reads what these say and decides nothing of its own.
 
 use std::mem::needs_drop;
 
 use super::policy::*;
-use super::{AxisTerm, Loop};
-
-/// The threads a job list may use: the current rayon pool's (1 without the feature).
-#[inline]
-pub(crate) fn threads() -> usize {
-    #[cfg(feature = "rayon")]
-    {
-        rayon::current_num_threads()
-    }
-    #[cfg(not(feature = "rayon"))]
-    {
-        1
-    }
-}
+use super::{AxisTerm, Loop, positions, split_innermost};
+use crate::kernel::schedule::{Ranges, threads};
+use crate::kernel::stream;
 
 /// Whether work of `bytes` bytes should run in parallel.
 #[inline]
@@ -33,11 +24,42 @@ pub(crate) fn worth_parallel(bytes: usize) -> bool {
     }
 }
 
+/// Whether a gather of `total` output positions is tiny: it runs lane by lane over its
+/// plan's own dimensions, unstaged, on the calling thread (its cost is its overhead).
+/// The one comparison with [`TINY`].
+#[inline(always)]
+pub(crate) fn is_tiny(total: usize) -> bool {
+    total <= TINY
+}
+
+/// Whether a prepared gather of `out_len` output elements keeps an input offset per
+/// element (a plain loop per apply). The one comparison with [`PLAN_TINY`].
+#[inline(always)]
+pub(crate) fn keeps_offsets(out_len: usize) -> bool {
+    out_len <= PLAN_TINY
+}
+
+/// How a gather task runs its positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Run {
+    /// Lane by lane over every position, without ranges, staging or pipelines.
+    Tiny,
+    /// One range of every position, on the calling thread.
+    Serial,
+    /// These ranges, claimed by the pool's threads.
+    Parallel(Ranges),
+}
+
 /// What a gather task does besides walking its loops, chosen once per call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Strategy {
+    /// Tiny, serial or parallel.
+    pub run: Run,
     /// Whether rows of lanes go through a buffer, and which side ([`Stage::of`]).
     pub staged: Stage,
+    /// Whether rows of lanes are handed to the kernel whole: staged rows, or rows of block
+    /// lanes long enough to repay the locating and prefetching pipeline.
+    pub rows: bool,
     /// Whether contiguous block copies stream into the output ([`stream_pays`] decides
     /// per run).
     pub stream: bool,
@@ -46,47 +68,63 @@ pub(crate) struct Strategy {
 }
 
 impl Strategy {
-    /// The strategy of a task of `total` positions over `lane`, the `outer` loops around
-    /// it and `axes`, for elements of `A`; `can_stream` says whether this CPU and `A`
-    /// stream at all (asked only where the rest allows it).
+    /// The strategy of a gather over `loops` (as the kernel will walk them) and `axes`,
+    /// for elements of `A` and indices of `I`.
     #[inline(always)]
-    pub fn of<A>(
-        lane: &Loop,
-        outer: &[Loop],
-        axes: &[AxisTerm],
-        total: usize,
-        can_stream: impl FnOnce() -> bool,
-    ) -> Strategy {
-        // A tiny task runs lane by lane, unstaged: deciding how to stage costs it time.
-        let staged = if total <= TINY {
-            Stage::No
-        } else {
-            Stage::of::<A>(lane, outer, axes)
-        };
+    pub fn of<A, I>(loops: &[Loop], axes: &[AxisTerm]) -> Strategy {
+        let (lane, outer) = split_innermost(loops);
+        let total = positions(outer, &lane);
+        // (A lane staged for its output is contiguous in the buffer.)
+        let one_axis =
+            |staged| axes.len() == 1 && lane.idx == 1 && (lane.out == 1 || staged == Stage::Output);
+        let wide = |staged| one_axis(staged) && lane.len >= ISA_MIN_LANE;
+        if is_tiny(total) {
+            // Deciding how to stage, stream or split would cost a tiny task its time.
+            return Strategy {
+                run: Run::Tiny,
+                staged: Stage::No,
+                rows: false,
+                stream: false,
+                wide: wide(Stage::No),
+            };
+        }
+        let staged = Stage::of::<A>(&lane, outer, axes);
+        let blocks = lane.idx == 0 && !axes.is_empty();
         let stream = staged == Stage::No
-            && lane.idx == 0
-            && !axes.is_empty()
+            && blocks
             && (lane.inp, lane.out) == (1, 1)
             && lane.len * size_of::<A>() >= STREAM_MIN_LANE_BYTES
             && total.saturating_mul(size_of::<A>()) >= STREAM_MIN_BYTES
-            && can_stream();
-        // (A lane staged for its output is contiguous in the buffer.)
-        let one_axis = axes.len() == 1 && lane.idx == 1 && (lane.out == 1 || staged == Stage::Output);
+            && stream::streams::<A>()
+            && stream::available();
+        let idx_bytes = usize::from(!axes.is_empty() && lane.idx != 0) * size_of::<I>();
+        let bytes = total.saturating_mul(size_of::<A>() + idx_bytes);
+        let run = if worth_parallel(bytes) {
+            // One row: the lane and the loop around it, if any (a 1-D output is one lane).
+            let row = positions(&outer[outer.len().saturating_sub(1)..], &lane);
+            let range_bytes = match staged {
+                Stage::No => GATHER_RANGE_BYTES,
+                Stage::Output | Stage::Input => STAGED_RANGE_BYTES,
+                // A range per row of lanes (a strip), so that each slab is copied once.
+                Stage::Slab => bytes / total * row,
+            };
+            let ranges = Ranges::new(total, bytes, range_bytes);
+            Run::Parallel(if staged == Stage::Output {
+                // Whole groups: a range that starts or ends inside one gathers those lanes
+                // element by element, striding through the output.
+                ranges.in_multiples_of(output_group(lane.len) * lane.len)
+            } else {
+                ranges
+            })
+        } else {
+            Run::Serial
+        };
         Strategy {
+            run,
             staged,
+            rows: staged != Stage::No || (blocks && total > PIPELINE_MIN),
             stream,
-            wide: one_axis && lane.len >= ISA_MIN_LANE,
-        }
-    }
-
-    /// The bytes of the ranges a parallel run of this task hands out, for a task of
-    /// `bytes` bytes over `total` positions, `row` of them in each row of lanes.
-    pub fn range_bytes(self, bytes: usize, total: usize, row: usize) -> usize {
-        match self.staged {
-            Stage::No => GATHER_RANGE_BYTES,
-            Stage::Output | Stage::Input => STAGED_RANGE_BYTES,
-            // A range per row of lanes (a strip), so that each slab is copied once.
-            Stage::Slab => bytes / total * row,
+            wide: wide(staged),
         }
     }
 }
@@ -98,7 +136,7 @@ impl Strategy {
 #[inline]
 pub(crate) fn stream_pays(dst: usize, bytes: usize) -> bool {
     bytes >= STREAM_RUN_BYTES
-        || (bytes >= STREAM_LINES_BYTES && dst.is_multiple_of(64) && bytes.is_multiple_of(64))
+        || (bytes >= STREAM_LINES_BYTES && dst.is_multiple_of(CACHE_LINE) && bytes.is_multiple_of(CACHE_LINE))
 }
 
 /// How a scatter runs.
@@ -114,11 +152,94 @@ pub(crate) enum ScatterWay {
     InPlace,
 }
 
+/// How a scatter runs, chosen once per call: its way, its parts (threads), and how its
+/// passes split and prefetch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct ScatterStrategy {
+    pub way: ScatterWay,
+    /// The destination's lowest and highest element offsets.
+    pub span: (isize, isize),
+    /// The parts (threads) the combining pass runs in, each owning a contiguous share of
+    /// the span ([`ScatterStrategy::parts`]).
+    pub parts: usize,
+    /// Whether block pipelines prefetch the updates of the blocks ahead: not when one part
+    /// reads them all, in order, into a destination out of cache
+    /// ([`UPDATES_PREFETCH_MAX_DST_BYTES`]).
+    pub prefetch_updates: bool,
+    /// The ranges of the read-only check pass ([`ScatterWay::InPlace`]), or `None` to check
+    /// on the calling thread.
+    pub check: Option<Ranges>,
+    /// A histogram's counting parts and replaying jobs ([`ScatterWay::Histogram`]).
+    pub count_parts: usize,
+    pub replay_jobs: usize,
+}
+
+impl ScatterStrategy {
+    /// The strategy of a scatter over `loops` (with the updates as the output) and `axes`
+    /// into a destination of `dst_shape` and `dst_strides`, for elements of `A` and
+    /// indices of `I`.
+    pub fn of<A, I>(
+        loops: &[Loop],
+        axes: &[AxisTerm],
+        dst_shape: &[usize],
+        dst_strides: &[isize],
+    ) -> ScatterStrategy {
+        let (lane, outer) = split_innermost(loops);
+        let total = positions(outer, &lane);
+        let span = crate::layout::span(dst_shape, dst_strides);
+        let dst_len = dst_shape.iter().product::<usize>();
+        // Whether the destination's elements fill their span (and there is at least one).
+        let dense = span.is_some_and(|(lo, hi)| (hi - lo) as usize + 1 == dst_len);
+        let span = span.unwrap_or((0, 0));
+        let span_len = (span.1 - span.0) as usize + 1;
+        // Whether every position reads the same update (a histogram's `1.0`).
+        let one_update = outer.iter().chain([&lane]).all(|l| l.out == 0 || l.len == 1);
+        let way = ScatterWay::of::<A, I>(dense, one_update, span_len, total);
+        let dst_bytes = span_len.saturating_mul(size_of::<A>());
+        let blocks = lane.idx == 0 && !axes.is_empty();
+        let parts = Self::parts::<A>(total, dst_bytes, blocks.then(|| lane.len * size_of::<A>()));
+        // The check pass reads each lane's indices: one coordinate per block lane.
+        let per_lane = if lane.idx == 0 { 1 } else { lane.len };
+        let check_bytes = (total / lane.len.max(1)).saturating_mul(per_lane * size_of::<I>());
+        let histogram_threads = if worth_parallel(total.saturating_mul(size_of::<A>())) {
+            threads()
+        } else {
+            1
+        };
+        ScatterStrategy {
+            way,
+            span,
+            parts,
+            prefetch_updates: parts > 1 || dst_bytes < UPDATES_PREFETCH_MAX_DST_BYTES,
+            check: worth_parallel(check_bytes).then(|| Ranges::new(total, check_bytes, CHECK_RANGE_BYTES)),
+            count_parts: threads().clamp(1, total.max(1)),
+            replay_jobs: histogram_threads,
+        }
+    }
+
+    /// The parts (threads) a scatter of `total` positions of `A` into a destination span
+    /// of `dst_bytes` bytes runs in. Each part walks every position, so parts pay only
+    /// when the updates' random writes cost more than re-reading the indices: when the
+    /// destination does not fit in the last-level cache and blocks fill at least a cache
+    /// line (PERFORMANCE.md#scatters). With small sizes, parts whenever the work is large
+    /// enough, so that small tests reach them.
+    fn parts<A>(total: usize, dst_bytes: usize, block_bytes: Option<usize>) -> usize {
+        let small_blocks = block_bytes.is_some_and(|b| b < SMALL_BLOCK_BYTES);
+        if worth_parallel(total.saturating_mul(size_of::<A>()))
+            && ((dst_bytes >= PARTS_MIN_DST_BYTES && !small_blocks) || SMALL_SIZES)
+        {
+            threads()
+        } else {
+            1
+        }
+    }
+}
+
 impl ScatterWay {
     /// The way of a scatter of `total` positions into a destination of `dst_len`
     /// elements' span, `dense` if its elements fill that span, `one_update` if every
     /// position reads the same update.
-    pub fn of<A, I>(dense: bool, one_update: bool, dst_len: usize, total: usize) -> ScatterWay {
+    fn of<A, I>(dense: bool, one_update: bool, dst_len: usize, total: usize) -> ScatterWay {
         if dense
             && one_update
             && dst_len < total
@@ -135,31 +256,6 @@ impl ScatterWay {
             ScatterWay::InPlace
         }
     }
-}
-
-/// The parts (threads) a scatter of `total` positions of `A` into a destination span of
-/// `dst_bytes` bytes runs in. Each part walks every position, so parts pay only when the
-/// updates' random writes cost more than re-reading the indices: when the destination
-/// does not fit in the last-level cache and blocks fill at least a cache line
-/// (PERFORMANCE.md#scatters).
-/// Under Miri, parts whenever the work is large enough, so that its tests reach them.
-pub(crate) fn scatter_parts<A>(total: usize, dst_bytes: usize, block_bytes: Option<usize>) -> usize {
-    let small_blocks = block_bytes.is_some_and(|b| b < SMALL_BLOCK_BYTES);
-    if worth_parallel(total.saturating_mul(size_of::<A>()))
-        && ((dst_bytes >= PARTS_MIN_DST_BYTES && !small_blocks) || SMALL_SIZES)
-    {
-        threads()
-    } else {
-        1
-    }
-}
-
-/// Whether a scatter's block pipelines, in `parts` parts of a destination span of
-/// `dst_bytes` bytes, prefetch the updates of the blocks ahead: not when one part reads
-/// them all, in order, into a destination out of cache
-/// ([`UPDATES_PREFETCH_MAX_DST_BYTES`]).
-pub(crate) fn scatter_prefetches_updates(parts: usize, dst_bytes: usize) -> bool {
-    parts > 1 || dst_bytes < UPDATES_PREFETCH_MAX_DST_BYTES
 }
 
 /// How many lanes of `n` elements an output-staged group holds: as many as [`STAGE`]
@@ -229,31 +325,4 @@ impl Stage {
             _ => 0,
         }
     }
-}
-
-/// How many jobs a gather-reduce by sorted segments runs in, gathering `bytes` bytes into
-/// `segments` segments: one (the calling thread) when small, else jobs of about
-/// [`REDUCE_JOB_BYTES`], at least two per thread.
-pub(crate) fn reduce_jobs(bytes: usize, segments: usize) -> usize {
-    if !worth_parallel(bytes) {
-        return 1;
-    }
-    let want = bytes.div_ceil(super::policy::REDUCE_JOB_BYTES).max(2 * threads());
-    want.min(segments).max(1)
-}
-
-/// How many spans of segments a gather-reduce by ids runs in, gathering `bytes` bytes into
-/// `segments` segments: each span's thread walks every position, so one per thread.
-pub(crate) fn reduce_spans(bytes: usize, segments: usize) -> usize {
-    if worth_parallel(bytes) {
-        threads().min(segments).max(1)
-    } else {
-        1
-    }
-}
-
-/// Whether a gather-reduce by ids into an output of `out_bytes` bytes sorts its positions
-/// by segment (and then walks them as sorted segments) rather than walking the ids.
-pub(crate) fn reduce_sorts(out_bytes: usize) -> bool {
-    out_bytes >= super::policy::REDUCE_SORT_MIN_OUT_BYTES
 }

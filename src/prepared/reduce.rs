@@ -4,15 +4,15 @@
 use ndarray::{Array, ArrayRef, Dimension};
 
 use crate::axis::{AxisArg, normalize_axis};
-use crate::call::reduce::{Checked, Done, Frame, Indexed, Out, check_pool};
+use crate::call::reduce::{Done, Frame, Out, check_pool, check_rows};
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, sorted};
-use crate::plan::reduce_jobs;
+use crate::kernel::reduce::{Csr, Entries, Geometry, Indexed, Pooler, sorted};
+use crate::plan::reduce::ReduceWalk;
 use crate::pool::{Pool, PoolElement};
-use crate::segments::Segments;
+use crate::segments::{Checked, Segments};
 
 /// A prepared gather-reduce: the indices checked and resolved, and the positions sorted
 /// by segment (counting sort: `ids` become CSR) once, when the plan is made; then applied
@@ -122,10 +122,10 @@ impl GatherReducePlan {
         let axis = normalize_axis(op, axis, shape.len())?;
         indices.with_ref(op, |ix| {
             let mut keep = None;
-            let rows = Indexed::new(ix, &mut keep, axis, shape[axis], skip);
+            let rows = Indexed::new(ix, &mut keep, shape[axis], skip);
             let positions = rows.len();
             let segs = Checked::new(op, &segments, positions)?;
-            rows.check(op)?;
+            check_rows(op, &rows, axis, shape[axis])?;
             let csr = match &segs {
                 Checked::Sorted(bounds, n) => {
                     Csr::by_ranges(&rows, shape[axis], positions, *n, |s| bounds.get(s))
@@ -251,15 +251,14 @@ impl GatherReducePlan {
             });
         }
         check_pool(op, &pool, self.positions, matches!(out, Out::Arg))?;
-        let mut frame = Frame::new(op, x, self.axis, self.segments(), pool, self.positions);
-        frame.entries = self.csr.len();
-        let n = self.segments();
-        frame.finish(
-            out,
-            None::<fn()>,
-            |g: &Geometry<A>, p: &Pooler<'_, A>, bytes: usize, _| {
-                sorted(g, &self.csr, p, reduce_jobs(bytes, n))
-            },
-        )
+        let frame = Frame::new(op, x, self.axis, self.segments(), pool, self.positions);
+        // The plan's entries are sorted segments.
+        let walk = ReduceWalk::of(false, self.segments(), self.csr.len(), frame.row_bytes(), 0);
+        let ReduceWalk::Sorted { jobs } = walk else {
+            return Err(internal(op, "a plan's segments walked by ids"));
+        };
+        frame.finish(out, None::<fn()>, |g: &Geometry<A>, p: &Pooler<'_, A>, _| {
+            sorted(g, &self.csr, p, jobs)
+        })
     }
 }

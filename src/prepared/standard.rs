@@ -10,7 +10,7 @@ use crate::index::{GatherIndex, IndexMode, Raise};
 use crate::kernel::{BadIndex, Operand, Store, Task};
 use crate::lower::{self, Lowering};
 use crate::plan::policy::MIN_RUN;
-use crate::plan::{AxisTerm, Loop};
+use crate::plan::{AxisTerm, Loop, Strategy};
 use crate::small::Small;
 
 /// A plan's gather through the core, with the resolved positions as indices.
@@ -52,11 +52,8 @@ impl Lowered {
         // shape, whose offsets are those of any standard-layout input of that shape (unit
         // dimensions contribute no offset); the positions are the very array the loops
         // index; `out` by this function's contract.
-        let ran = unsafe {
-            with_positions!(&self.positions, p => {
-                Task::new(loops, axes, input, Operand::of(p), out, store).run::<Raise>()
-            })
-        };
+        let ran =
+            unsafe { with_positions!(&self.positions, p => run_task(loops, axes, input, p, out, store)) };
         ran.map_err(|BadIndex| internal(op, "a resolved position was out of range"))
     }
 
@@ -72,6 +69,25 @@ impl Lowered {
         let positions = broadcast_positions(op, &self.indices_shape, positions)?;
         lower::with_call(op, &self.lowering, (input, &positions), IndexMode::Raise, run)
     }
+}
+
+/// The gather over `loops` and `axes` with `positions` as its indices, as the planner's
+/// [`Strategy`] for them says.
+///
+/// # Safety
+/// [`Task::new`]'s contract for these operands.
+#[inline(always)]
+unsafe fn run_task<A: Clone + Send + Sync, P: GatherIndex>(
+    loops: &[Loop],
+    axes: &[AxisTerm],
+    input: Operand<'_, A>,
+    positions: &ArrayD<P>,
+    out: *mut A,
+    store: Store,
+) -> Result<(), BadIndex> {
+    let strategy = Strategy::of::<A, P>(loops, axes);
+    // SAFETY: forwarded.
+    unsafe { Task::new(loops, axes, strategy, input, Operand::of(positions), out, store).run::<Raise>() }
 }
 
 /// The loops (for a C-order output) and axis terms of `call` over a C-order stand-in.

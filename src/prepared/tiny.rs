@@ -7,9 +7,9 @@ use crate::call::Call;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
-use crate::kernel::walk::{self, each_lane, split_innermost};
+use crate::kernel::walk::each_lane;
 use crate::layout::{default_strides, standard_len, unravel};
-use crate::plan::policy::PLAN_TINY;
+use crate::plan::{self, split_innermost};
 use crate::plan::{AxisTerm, Loop, Plan};
 
 /// A tiny plan's gather.
@@ -25,7 +25,7 @@ pub(crate) struct Tiny {
 
 impl Tiny {
     /// The tiny gather of `call` (over a C-order stand-in input), planned in `plan`, with
-    /// the caller's output `shape`: for an output of at most [`PLAN_TINY`] elements, indices in
+    /// the caller's output `shape`: for an output of at most [`PLAN_TINY`](crate::plan::policy::PLAN_TINY) elements, indices in
     /// standard layout (so that the plan's index offsets are row-major positions) and
     /// input offsets below 2<sup>32</sup>. Checks the indices as the method does.
     #[inline(always)]
@@ -34,7 +34,7 @@ impl Tiny {
         plan: &mut Plan,
         shape: &[usize],
     ) -> Result<Option<Tiny>, GatherError> {
-        if plan.out_len > PLAN_TINY || !call.indices_in_standard_layout() {
+        if !plan::keeps_offsets(plan.out_len) || !call.indices_in_standard_layout() {
             return Ok(None);
         }
         // An empty output never reads its indices, so never fails on them.
@@ -133,7 +133,7 @@ pub(crate) fn standard_slice_mut<A, D: Dimension>(a: &mut ArrayRef<A, D>) -> Opt
     Some(unsafe { std::slice::from_raw_parts_mut(a.as_mut_ptr(), len) })
 }
 
-/// The input offset of each output element of a tiny gather (at most [`PLAN_TINY`] of them,
+/// The input offset of each output element of a tiny gather (at most [`PLAN_TINY`](crate::plan::policy::PLAN_TINY) of them,
 /// offsets below 2<sup>32</sup>), for an input in standard layout: the kernel's element
 /// loop over `loops` (row-major over the output, with C-order output strides) and the
 /// axis terms, run once on offsets instead of elements, reading the resolved `positions`
@@ -141,8 +141,8 @@ pub(crate) fn standard_slice_mut<A, D: Dimension>(a: &mut ArrayRef<A, D>) -> Opt
 /// never makes, a position is missing or the output strides are not C-order).
 pub(crate) fn input_offsets(loops: &[Loop], axes: &[AxisTerm], positions: &[usize]) -> Option<Box<[u32]>> {
     let (lane, outer) = split_innermost(loops);
-    let len = walk::positions(outer, &lane);
-    if len > PLAN_TINY {
+    let len = plan::positions(outer, &lane);
+    if !plan::keeps_offsets(len) {
         return None;
     }
     if len == 0 {

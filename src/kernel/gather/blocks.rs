@@ -8,7 +8,7 @@ use crate::index::{GatherIndex, Resolve};
 use crate::kernel::BadIndex;
 use crate::kernel::prefetch::prefetch_block;
 use crate::kernel::walk::At;
-use crate::plan::policy::GATHER_RING;
+use crate::plan::policy::{GATHER_RING, IN_FLIGHT_BYTES};
 use crate::plan::{AxisTerm, Loop};
 
 impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
@@ -59,10 +59,10 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         let bytes = n * std::mem::size_of::<A>();
         let prefetch = cfg!(target_arch = "x86_64") && row.idx != 0 && self.walk.lane.inp == 1 && bytes > 0;
         // A pipeline: each lane's block is located (its indices read and checked once)
-        // and prefetched `ahead` lanes before it is copied, about 4 KiB of blocks in
+        // and prefetched `ahead` lanes before it is copied, [`IN_FLIGHT_BYTES`] of blocks in
         // flight (every cache line a contiguous block touches).
         let ahead = if prefetch {
-            (4096 / bytes).clamp(2, GATHER_RING)
+            (IN_FLIGHT_BYTES / bytes).clamp(2, GATHER_RING)
         } else {
             1
         };

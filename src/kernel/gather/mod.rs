@@ -13,13 +13,13 @@ use std::mem::needs_drop;
 use self::elements::Isa;
 
 use self::lane::Gather;
-use super::schedule::{self, Ranges};
+use super::schedule;
 use super::store::store;
-use super::walk::{Visit, Walk, each_lane, positions, split_innermost, walk};
+use super::walk::{Visit, Walk, each_lane, walk};
 use super::{BadIndex, Operand, Store, debug_check_reach, locate, stream};
 use crate::index::{GatherIndex, Resolve};
-use crate::plan::policy::{PIPELINE_MIN, SHORT_RUN, TINY};
-use crate::plan::{AxisTerm, Loop, Stage, Strategy, output_group, worth_parallel};
+use crate::plan::policy::SHORT_RUN;
+use crate::plan::{AxisTerm, Loop, Run, Strategy, split_innermost};
 
 /// A gather ready to run: the plan's loops and axis terms with the data pointers.
 pub(crate) struct Task<'a, A, I> {
@@ -45,7 +45,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     /// A task over `loops` (from [`Plan::loops`](crate::plan::Plan::loops), or a tiny
     /// plan's own dimensions after [`Plan::set_out_strides`](crate::plan::Plan::set_out_strides):
     /// any loops over the plan's positions; none for rank 0) and `axes` of the plan made
-    /// from `input` and `indices`. For [`Store::Init`] of elements with drop glue, the
+    /// from `input` and `indices`, run as `strategy` (the planner's
+    /// [`Strategy::of`] for these loops and axes) says. For [`Store::Init`] of elements with drop glue, the
     /// loops visit the positions in row-major order (what a range has written is dropped
     /// again, as a run of the C-contiguous output, after a failure); otherwise in any
     /// order ([`Plan::loops_any_order`](crate::plan::Plan::loops_any_order),
@@ -70,6 +71,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     pub unsafe fn new(
         loops: &'a [Loop],
         axes: &'a [AxisTerm],
+        strategy: Strategy,
         input: Operand<'_, A>,
         indices: Operand<'_, I>,
         out: *mut A,
@@ -77,10 +79,6 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
     ) -> Self {
         let (lane, outer) = split_innermost(loops);
         debug_check_reach(loops, axes, input.extent(), indices.extent());
-        let total = positions(outer, &lane);
-        let strategy = Strategy::of::<A>(&lane, outer, axes, total, || {
-            stream::streams::<A>() && stream::available()
-        });
         Task {
             walk: Walk { outer, lane, axes },
             inp: input.ptr,
@@ -92,40 +90,26 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         }
     }
 
-    /// Runs the whole gather, serially or in parallel.
+    /// Runs the whole gather: tiny, serially or in parallel, as the strategy says.
     pub fn run<R: Resolve>(&self) -> Result<(), BadIndex> {
         let total = self.walk.positions();
         if total == 0 {
             return Ok(());
         }
-        if total <= TINY {
-            // SAFETY: `Task::new`'s contract.
-            return unsafe {
-                match self.store {
-                    Store::Assign => self.run_tiny::<R, false>(),
-                    Store::Init => self.run_tiny::<R, true>(),
-                }
-            };
-        }
-        let idx_bytes = usize::from(!self.walk.axes.is_empty() && self.walk.lane.idx != 0) * size_of::<I>();
-        let bytes = total.saturating_mul(size_of::<A>() + idx_bytes);
-        if !worth_parallel(bytes) {
+        let ranges = match self.strategy.run {
+            Run::Tiny => {
+                // SAFETY: `Task::new`'s contract.
+                return unsafe {
+                    match self.store {
+                        Store::Assign => self.run_tiny::<R, false>(),
+                        Store::Init => self.run_tiny::<R, true>(),
+                    }
+                };
+            }
             // SAFETY: `Task::new`'s contract; one range covers everything.
-            return unsafe { self.run_range::<R>(0, total) };
-        }
-        // One row: the lane and the loop around it, if any (a 1-D output is one lane).
-        let row = positions(
-            &self.walk.outer[self.walk.outer.len().saturating_sub(1)..],
-            &self.walk.lane,
-        );
-        let chunk = self.strategy.range_bytes(bytes, total, row);
-        let mut ranges = Ranges::new(total, bytes, chunk);
-        if self.strategy.staged == Stage::Output {
-            // Whole groups: a range that starts or ends inside one gathers those lanes
-            // element by element, striding through the output (a tenth of W3's time into a
-            // Fortran-order output, in groups of whole lanes).
-            ranges = ranges.in_multiples_of(output_group(self.walk.lane.len) * self.walk.lane.len);
-        }
+            Run::Serial => return unsafe { self.run_range::<R>(0, total) },
+            Run::Parallel(ranges) => ranges,
+        };
         // Ranges completed, so that a failure elsewhere can drop their elements.
         let track = self.store == Store::Init && needs_drop::<A>();
         let outcome = schedule::run_jobs(ranges.count, track, |c| {
@@ -151,7 +135,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         outcome.finish()
     }
 
-    /// Gathers every position of a tiny task (at most [`TINY`]), lane by lane,
+    /// Gathers every position of a tiny task ([`Run::Tiny`]), lane by lane,
     /// without the range and staging set-up of [`Task::walk_range`]: its cost is its
     /// overhead (PERFORMANCE.md#tiny-calls-store-forwarding).
     ///
@@ -198,11 +182,19 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Task<'a, A, I> {
         };
         let mut v = Gather::<A, I, R, INIT>::new(self, base);
         v.stage = Vec::with_capacity(self.strategy.staged.capacity(self.walk.axes, self.walk.lane.len));
-        let rows = self.strategy.staged != Stage::No || (self.walk.blocks() && end - start > PIPELINE_MIN);
         // Streamed lines are ordered before the range is reported done, or unwinds.
         let _fence = self.strategy.stream.then_some(stream::Fence);
         // SAFETY: `Task::new`'s contract, for the visitor's lanes.
-        unsafe { walk(self.walk.outer, self.walk.lane.len, rows, start, end, &mut v)? };
+        unsafe {
+            walk(
+                self.walk.outer,
+                self.walk.lane.len,
+                self.strategy.rows,
+                start,
+                end,
+                &mut v,
+            )?
+        };
         v.guard.disarm();
         Ok(())
     }

@@ -21,7 +21,7 @@ use super::lane::Gather;
 use crate::index::{GatherIndex, Resolve};
 use crate::kernel::walk::{At, Visit, Walk};
 use crate::kernel::{BadIndex, Store};
-use crate::plan::policy::{INPUT_AHEAD, OUT_AHEAD, SLAB_LANES_AHEAD, STAGE};
+use crate::plan::policy::{INPUT_AHEAD, OUT_AHEAD, SLAB_LANES_AHEAD, SQUARE, STAGE};
 use crate::plan::{Loop, Stage, Strategy, output_group};
 
 impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
@@ -62,7 +62,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             strategy: Strategy {
                 staged: Stage::No,
                 stream: false,
-                wide: self.strategy.wide,
+                ..self.strategy
             },
             ..*self
         };
@@ -109,7 +109,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             unsafe {
                 let out = self.out.offset(first.out);
                 if row.out == 1 {
-                    move_squares::<A, 4>(buf, n as isize, (g, n), out, self.walk.lane.out, OUT_AHEAD);
+                    move_squares::<A, SQUARE>(buf, n as isize, (g, n), out, self.walk.lane.out, OUT_AHEAD);
                 } else {
                     for i in 0..n as isize {
                         let (dst, src) = (out.offset(i * self.walk.lane.out), buf.offset(i));
@@ -157,7 +157,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             strategy: Strategy {
                 staged: Stage::No,
                 stream: false,
-                wide: self.strategy.wide,
+                ..self.strategy
             },
             ..*self
         };
@@ -177,15 +177,22 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
                     // Bitwise copies (no drop glue: the input's elements stay as they
                     // were); the lanes clone from them.
                     // Four axis positions at a time, so that each page is visited once.
-                    for j in (0..a.len).step_by(4) {
+                    for j in (0..a.len).step_by(SQUARE) {
                         let (s, d) = (src.offset(j as isize * a.stride), buf.add(j));
-                        // Each of the four rows' runs, whole: rows far apart, each run
+                        // Each of the square's rows' runs, whole: rows far apart, each run
                         // on a page of its own, are not followed by the hardware.
-                        for r in 0..4 {
+                        for r in 0..SQUARE as isize {
                             let ahead = s.wrapping_offset((INPUT_AHEAD + r) * a.stride);
                             crate::kernel::prefetch::prefetch_block(ahead, g * size_of::<A>());
                         }
-                        move_squares::<A, 4>(s, a.stride, ((a.len - j).min(4), g), d, a.len as isize, 0);
+                        move_squares::<A, SQUARE>(
+                            s,
+                            a.stride,
+                            ((a.len - j).min(SQUARE), g),
+                            d,
+                            a.len as isize,
+                            0,
+                        );
                     }
                 } else {
                     for j in 0..a.len {

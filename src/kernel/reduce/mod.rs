@@ -17,11 +17,11 @@ mod ops;
 mod pool;
 mod runs;
 mod sort;
-
-use std::ops::Range;
+mod source;
 
 pub(crate) use self::pool::{Pooler, Tally};
 pub(crate) use self::sort::Csr;
+pub(crate) use self::source::{Entries, Identity, Indexed, Positions, Source};
 use super::BadIndex;
 use super::isa::Isa;
 use super::prefetch::{prefetch_block, prefetch_line};
@@ -205,80 +205,6 @@ fn outer(dims: &[Lane], x: isize, o: isize, f: &mut dyn FnMut(isize, isize)) {
                 outer(rest, x + i * d.x, o + i * d.o, f);
             }
         }
-    }
-}
-
-/// The input row each position reads.
-pub(crate) trait Source: Sync {
-    /// Position `p`'s row: `Ok(None)` if the position is skipped, `Err` if its index is
-    /// out of range. `p` is below the number of positions.
-    fn row(&self, p: usize) -> Result<Option<usize>, BadIndex>;
-    /// Position `p`'s row if its index is good, else anything (for a prefetch).
-    fn peek(&self, p: usize) -> usize;
-}
-
-/// Segments as ranges of entries, each entry a row and the position it came from.
-pub(crate) trait Entries: Sync {
-    /// The number of entries.
-    fn len(&self) -> usize;
-    /// Segment `s`'s entries (within `0..len()`).
-    fn segment(&self, s: usize) -> Range<usize>;
-    /// Entry `k`'s row and position (`Ok(None)`: skipped).
-    fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex>;
-    /// Entry `k`'s row if its index is good, else anything (for a prefetch: unchecked).
-    fn peek(&self, k: usize) -> usize;
-}
-
-/// Where each segment's positions start and end, for segments that are ranges.
-#[derive(Debug)]
-pub(crate) enum Bounds<'a, J> {
-    /// `S + 1` checked offsets.
-    Offsets(ndarray::ArrayView1<'a, J>),
-    /// `S` checked starts, and the number of positions.
-    Starts(ndarray::ArrayView1<'a, J>, usize),
-    /// `S + 1` offsets computed from lengths.
-    Owned(Vec<usize>),
-    /// Segments of one length.
-    Uniform(usize),
-}
-
-impl<J: GatherIndex> Bounds<'_, J> {
-    /// Segment `s`'s positions (`s` below the count; the values were checked).
-    #[inline(always)]
-    pub fn get(&self, s: usize) -> Range<usize> {
-        let at = |v: &ndarray::ArrayView1<'_, J>, i: usize| v[i].to_i128() as usize;
-        match self {
-            Bounds::Offsets(o) => at(o, s)..at(o, s + 1),
-            Bounds::Starts(o, total) => at(o, s)..if s + 1 < o.len() { at(o, s + 1) } else { *total },
-            Bounds::Owned(o) => o[s]..o[s + 1],
-            Bounds::Uniform(len) => s * len..(s + 1) * len,
-        }
-    }
-}
-
-/// A call's own positions as entries: segments from `bounds`, rows from `rows`.
-pub(crate) struct Positions<'p, 'a, S, J> {
-    pub rows: &'p S,
-    pub bounds: &'p Bounds<'a, J>,
-    pub len: usize,
-}
-
-impl<S: Source, J: GatherIndex> Entries for Positions<'_, '_, S, J> {
-    #[inline(always)]
-    fn len(&self) -> usize {
-        self.len
-    }
-    #[inline(always)]
-    fn segment(&self, s: usize) -> Range<usize> {
-        self.bounds.get(s)
-    }
-    #[inline(always)]
-    fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex> {
-        Ok(self.rows.row(k)?.map(|r| (r, k)))
-    }
-    #[inline(always)]
-    fn peek(&self, k: usize) -> usize {
-        self.rows.peek(k)
     }
 }
 

@@ -9,7 +9,7 @@ use crate::index::{GatherIndex, Raise, Resolve};
 use crate::kernel::prefetch::{lines_ahead, next_row_share, prefetch_block, prefetch_line};
 use crate::kernel::walk::{At, Visit};
 use crate::kernel::{BadIndex, locate};
-use crate::plan::policy::{ROW_CHUNK, SCATTER_RING};
+use crate::plan::policy::{IN_FLIGHT_BYTES, ROW_CHUNK, SCATTER_RING};
 use crate::plan::{AxisTerm, Loop};
 use crate::reduce::Reducer;
 
@@ -22,7 +22,7 @@ pub(crate) struct Apply<'t, 'a, A, I, R, const CHECKED: bool> {
     pub(super) reducer: R,
     pub(super) own: (isize, isize),
     /// Whether block pipelines prefetch the updates ahead
-    /// ([`scatter_prefetches_updates`](crate::plan::scatter_prefetches_updates)).
+    /// ([`ScatterStrategy::prefetch_updates`](crate::plan::ScatterStrategy::prefetch_updates)).
     pub(super) prefetch_updates: bool,
 }
 
@@ -85,7 +85,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
 
     /// `count` block lanes along `row`, the first at `at`, as a pipeline: each block's
     /// coordinate is located (through the `N` axis terms in `fixed`, or for `N == 0`
-    /// the task's) and its destination prefetched (if ours) a few lanes, about 4 KiB of
+    /// the task's) and its destination prefetched (if ours) a few lanes, [`IN_FLIGHT_BYTES`] of
     /// blocks, before its updates are combined (and its updates, where the part's
     /// `prefetch_updates` says so), so that random writes overlap; the indices are asked for further ahead. `K > 0`: blocks of `K`
     /// contiguous elements, combined as fixed-size arrays (S3's points: a move, not a
@@ -101,7 +101,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         (row, count, at): (Loop, usize, At),
     ) -> Result<(), BadIndex> {
         let t = self.task;
-        if !CHECKED && N > 0 && K > 0 && self.own.0 <= t.span.0 && t.span.1 < self.own.1 {
+        if !CHECKED && N > 0 && K > 0 && self.own.0 <= t.strategy.span.0 && t.strategy.span.1 < self.own.1 {
             // SAFETY: forwarded; the indices were checked before (`!CHECKED`) and this
             // part owns every destination.
             unsafe { self.all_ours::<N, K>(fixed, (row, count, at)) };
@@ -113,7 +113,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         let (dst, upd, idx, reducer) = (self.dst, t.upd, t.idx, self.reducer);
         let (n, (lo, hi)) = (if K > 0 { K } else { t.walk.lane.len }, self.own);
         let bytes = n * size_of::<A>();
-        let ahead = (4096 / bytes.max(1)).clamp(1, SCATTER_RING).min(count);
+        let ahead = (IN_FLIGHT_BYTES / bytes.max(1)).clamp(1, SCATTER_RING).min(count);
         let far = (ahead as isize + lines_ahead::<I>(row.idx)) * row.idx;
         let prefetch_updates = self.prefetch_updates;
         let mut good = true;
@@ -177,7 +177,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
     ) {
         let t = self.task;
         let (dst, upd, idx, reducer) = (self.dst, t.upd, t.idx, self.reducer);
-        let ahead = (4096 / (K * size_of::<A>()).max(1))
+        let ahead = (IN_FLIGHT_BYTES / (K * size_of::<A>()).max(1))
             .clamp(1, SCATTER_RING)
             .min(count);
         // The first destination of lane `k` (a bad index would resolve to position 0, but

@@ -4,10 +4,9 @@
 use super::ScatterTask;
 use crate::index::{GatherIndex, Raise, Resolve};
 use crate::kernel::prefetch::{lines_ahead, prefetch_line};
-use crate::kernel::schedule::{self, Ranges};
+use crate::kernel::schedule;
 use crate::kernel::walk::{At, Visit, walk};
 use crate::kernel::{BadIndex, locate};
-use crate::plan::policy::CHECK_RANGE_BYTES;
 use crate::plan::{AxisTerm, Loop};
 
 impl<A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'_, A, I> {
@@ -17,12 +16,6 @@ impl<A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'_, A, I> {
         if total == 0 || self.walk.axes.is_empty() {
             return Ok(());
         }
-        let per_lane = if self.walk.lane.idx == 0 {
-            1
-        } else {
-            self.walk.lane.len
-        };
-        let bytes = (total / self.walk.lane.len).saturating_mul(per_lane * size_of::<I>());
         let visit = |start: usize, end: usize| {
             let mut v = Check { task: self };
             // SAFETY: `ScatterTask::new`'s contract; `start..end` are positions.
@@ -37,10 +30,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'_, A, I> {
                 )
             }
         };
-        if !crate::plan::worth_parallel(bytes) {
+        let Some(ranges) = self.strategy.check else {
             return visit(0, total);
-        }
-        let ranges = Ranges::new(total, bytes, CHECK_RANGE_BYTES);
+        };
         schedule::run_jobs(ranges.count, false, |c| {
             let r = ranges.get(c);
             visit(r.start, r.end)

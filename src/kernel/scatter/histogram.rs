@@ -25,9 +25,9 @@ impl<A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'_, A, I> {
     /// share of the indices once (PERFORMANCE.md#scatter-passes).
     pub(crate) fn count_then_replay<R: Reducer<A>>(&self, reducer: R) -> Result<(), BadIndex> {
         let total = self.walk.positions();
-        let (lo, hi) = self.span;
+        let (lo, hi) = self.strategy.span;
         let n = (hi - lo) as usize + 1;
-        let parts = crate::plan::threads().clamp(1, total);
+        let parts = self.strategy.count_parts;
         let per = total.div_ceil(parts);
         let counts: Vec<Mutex<Vec<u32>>> = (0..parts).map(|_| Mutex::new(Vec::new())).collect();
         schedule::run_jobs(parts, false, |p| {
@@ -63,11 +63,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'_, A, I> {
         // SAFETY: every position reads this one update (`one_update`).
         let u = unsafe { &*self.upd };
         let dst = Shared(self.dst.wrapping_offset(lo));
-        let jobs = if crate::plan::worth_parallel(total.saturating_mul(size_of::<A>())) {
-            crate::plan::threads()
-        } else {
-            1
-        };
+        let jobs = self.strategy.replay_jobs;
         let per = n.div_ceil(jobs).next_multiple_of(CHAINS);
         schedule::run_jobs(n.div_ceil(per), false, |j| {
             let range = j * per..((j + 1) * per).min(n);

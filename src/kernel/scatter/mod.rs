@@ -34,11 +34,11 @@ mod tiny;
 use self::apply::Apply;
 pub(crate) use self::tiny::scatter_tiny;
 use super::schedule;
-use super::walk::{Walk, split_innermost, walk};
+use super::walk::{Walk, walk};
 use super::{BadIndex, Operand, debug_check_reach};
 use crate::index::GatherIndex;
 use crate::layout::span;
-use crate::plan::{AxisTerm, Loop, ScatterWay, scatter_parts, scatter_prefetches_updates};
+use crate::plan::{AxisTerm, Loop, ScatterStrategy, ScatterWay, split_innermost};
 use crate::reduce::Reducer;
 
 /// A scatter ready to run.
@@ -50,10 +50,9 @@ pub(crate) struct ScatterTask<'a, A, I> {
     idx: *const I,
     /// The destination offsets one lane can reach, relative to its own offset.
     lane_reach: (isize, isize),
-    /// The destination's lowest and highest element offsets.
-    span: (isize, isize),
-    /// Whether the destination's elements fill `span` (and there is at least one).
-    dense: bool,
+    /// The way, parts and passes the planner chose ([`ScatterStrategy::of`] for these
+    /// loops, axes and destination).
+    strategy: ScatterStrategy,
 }
 
 // SAFETY: a `ScatterTask` reads `A` (updates) and `I` through shared pointers, so it may
@@ -65,7 +64,7 @@ unsafe impl<A: Send + Sync, I: Sync> Sync for ScatterTask<'_, A, I> {}
 impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
     /// A scatter over `loops` (from [`Plan::loops`](crate::plan::Plan::loops) with the
     /// updates' strides, or as for [`Task::new`](super::Task::new)) and `axes` of the plan
-    /// made from `dst` (as the input) and `indices`.
+    /// made from `dst` (as the input) and `indices`, run as `strategy` says.
     ///
     /// # Safety
     /// The plan was made from these very operands (`Plan::build` with the shapes and
@@ -81,6 +80,7 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         dst: Operand<'_, A>,
         updates: *const A,
         indices: Operand<'_, I>,
+        strategy: ScatterStrategy,
     ) -> Self {
         debug_check_reach(loops, axes, dst.extent(), indices.extent());
         let (lane, outer) = split_innermost(loops);
@@ -89,16 +89,13 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
             let r = (t.len as isize).saturating_sub(1) * t.stride;
             lane_reach = (lane_reach.0 + r.min(0), lane_reach.1 + r.max(0));
         }
-        let dst_span = span(dst.shape, dst.strides);
-        let dst_len = dst.shape.iter().product::<usize>();
         ScatterTask {
             walk: Walk { outer, lane, axes },
             dst: dst.ptr.cast_mut(),
             upd: updates,
             idx: indices.ptr,
             lane_reach,
-            span: dst_span.unwrap_or((0, 0)),
-            dense: dst_span.is_some_and(|(lo, hi)| (hi - lo) as usize + 1 == dst_len),
+            strategy,
         }
     }
 
@@ -108,10 +105,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
     /// panicking reducer leaves every element valid and propagates once the other threads
     /// have stopped.
     pub fn scatter<R: Reducer<A>>(&self, reducer: R) -> Result<(), BadIndex> {
-        let (lo, hi) = self.span;
-        let dst_len = (hi - lo) as usize + 1;
-        let total = self.walk.positions();
-        match ScatterWay::of::<A, I>(self.dense, self.one_update(), dst_len, total) {
+        let (lo, hi) = self.strategy.span;
+        match self.strategy.way {
             ScatterWay::Histogram => self.count_then_replay(reducer),
             ScatterWay::InPlace => {
                 self.check()?;
@@ -134,16 +129,6 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         }
     }
 
-    /// Whether every position reads the same update (the updates broadcast from one
-    /// value, as a histogram's `1.0`).
-    fn one_update(&self) -> bool {
-        self.walk
-            .outer
-            .iter()
-            .chain([&self.walk.lane])
-            .all(|l| l.out == 0 || l.len == 1)
-    }
-
     /// Combines every update into `dst` (the destination or a dense copy of it, at the
     /// destination's offsets) through `reducer`. `CHECKED`: checks every index on the
     /// way, `Err` if one was bad (some elements of `dst` then hold updates and some may
@@ -155,11 +140,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
         }
         // Rows of block lanes come whole, to be prefetched.
         let blocks = self.walk.blocks();
-        let (lo, hi) = self.span;
-        let dst_bytes = ((hi - lo) as usize + 1).saturating_mul(size_of::<A>());
-        let block_bytes = blocks.then(|| self.walk.lane.len * size_of::<A>());
-        let parts = scatter_parts::<A>(total, dst_bytes, block_bytes);
-        let prefetch_updates = scatter_prefetches_updates(parts, dst_bytes);
+        let (lo, hi) = self.strategy.span;
+        let (parts, prefetch_updates) = (self.strategy.parts, self.strategy.prefetch_updates);
         let width = (hi - lo) / parts as isize + 1;
         let dst = Shared(dst);
         let part = |p: usize| {

@@ -2,8 +2,9 @@
 //! spans, parts and visitors a large scatter sets up.
 
 use crate::index::{GatherIndex, Raise};
-use crate::kernel::walk::{At, each_lane, split_innermost};
+use crate::kernel::walk::{At, each_lane};
 use crate::kernel::{BadIndex, Operand, debug_check_reach, locate};
+use crate::plan::split_innermost;
 use crate::plan::{AxisTerm, Loop};
 use crate::reduce::Reducer;
 

@@ -1,0 +1,97 @@
+//! The gather-reduce's planner: a row's dimensions merged into loops (the gather's own
+//! merging), and the walk a call takes (sorted segments, ids sorted first, or ids walked
+//! as they come) with its jobs or spans. The kernel (`kernel/reduce/`) walks what it says.
+
+use super::policy::{REDUCE_JOB_BYTES, REDUCE_SORT_MIN_OUT_BYTES};
+use super::{Loop, merge, worth_parallel};
+use crate::kernel::reduce::Lane;
+use crate::kernel::schedule::threads;
+
+/// The loops of a row: the input's dimensions but `axis`, with the input's strides `x`
+/// and the output's `o`, merged as the gather merges its loops (unit dimensions dropped,
+/// neighbours that step as one joined); the innermost is the lane. A row of one element
+/// is a lane of one, contiguous (a single run).
+pub(crate) fn row_loops(shape: &[usize], x: &[isize], o: &[isize], axis: usize) -> (Lane, Vec<Lane>) {
+    let dims = (0..shape.len()).filter(|&d| d != axis).map(|d| Loop {
+        len: shape[d],
+        out: o[d],
+        inp: x[d],
+        idx: 0,
+    });
+    let mut lanes: Vec<Lane> = merge(dims)
+        .iter()
+        .map(|l| Lane {
+            len: l.len,
+            x: l.inp,
+            o: l.out,
+        })
+        .collect();
+    match lanes.pop() {
+        Some(lane) if lane.len != 1 => (lane, lanes),
+        _ => (Lane { len: 1, x: 1, o: 1 }, lanes),
+    }
+}
+
+/// How a gather-reduce walks its positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReduceWalk {
+    /// Segments that are ranges of positions, built in `jobs` chunks of segments.
+    Sorted { jobs: usize },
+    /// Ids sorted into CSR first (beside a fresh output's allocation), then built as
+    /// sorted segments in `jobs` chunks; if they cannot be sorted (positions beyond `u32`,
+    /// no memory), walked by ids in `spans`.
+    SortIds { jobs: usize, spans: usize },
+    /// Ids walked as they come, in `spans` spans of segments, each walking every position.
+    ByIds { spans: usize },
+}
+
+impl ReduceWalk {
+    /// The walk of a gather-reduce into `segments` segments (given `by_ids`, or as ranges)
+    /// that gathers `entries` rows of `row_bytes` bytes into an output of `out_bytes`.
+    pub fn of(
+        by_ids: bool,
+        segments: usize,
+        entries: usize,
+        row_bytes: usize,
+        out_bytes: usize,
+    ) -> ReduceWalk {
+        let bytes = entries.saturating_mul(row_bytes);
+        if !by_ids {
+            ReduceWalk::Sorted {
+                jobs: jobs(bytes, segments),
+            }
+        } else if out_bytes >= REDUCE_SORT_MIN_OUT_BYTES {
+            // Combining into random rows of an output this large misses the caches on
+            // every position; sorted positions build each row once, in order.
+            ReduceWalk::SortIds {
+                jobs: jobs(bytes, segments),
+                spans: spans(bytes, segments),
+            }
+        } else {
+            ReduceWalk::ByIds {
+                spans: spans(bytes, segments),
+            }
+        }
+    }
+}
+
+/// How many jobs a gather-reduce by sorted segments runs in, gathering `bytes` bytes into
+/// `segments` segments: one (the calling thread) when small, else jobs of about
+/// [`REDUCE_JOB_BYTES`], at least two per thread.
+fn jobs(bytes: usize, segments: usize) -> usize {
+    if !worth_parallel(bytes) {
+        return 1;
+    }
+    let want = bytes.div_ceil(REDUCE_JOB_BYTES).max(2 * threads());
+    want.min(segments).max(1)
+}
+
+/// How many spans of segments a gather-reduce by ids runs in, gathering `bytes` bytes into
+/// `segments` segments: each span's thread walks every position, so one per thread.
+fn spans(bytes: usize, segments: usize) -> usize {
+    if worth_parallel(bytes) {
+        threads().min(segments).max(1)
+    } else {
+        1
+    }
+}
