@@ -73,8 +73,8 @@ pub(crate) fn span(shape: &[usize], strides: &[isize]) -> Option<(isize, isize)>
     Some(lo_hi)
 }
 
-/// Whether two shapes are equal: an inline loop where `==` calls `memcmp`, a third of a
-/// tiny plan's checks. Inlined, as are [`standard_len`] and `GatherPlan::check_input`:
+/// Whether two shapes are equal: an inline loop where `==` calls `memcmp`, which a tiny
+/// plan's checks would feel. Inlined, as are [`standard_len`] and `GatherPlan::check_input`:
 /// left to the compiler, all three stay calls (PERFORMANCE.md#tiny-calls-store-forwarding).
 #[inline(always)]
 pub(crate) fn same(a: &[usize], b: &[usize]) -> bool {

@@ -153,7 +153,8 @@ impl Plan {
         );
         let rank = input.shape.len();
         let k = check_call(op, input, indices, axes)?;
-        // (No division for one axis: two of them were a tenth of W7's planning.)
+        // (No division for one axis: a tiny call feels two of them,
+        // PERFORMANCE.md#tiny-calls-and-tiny-plans-w7-p7.)
         let per_coordinate = |n: usize| if k == 1 { n } else { n / k };
         // One pass over the dimensions: the output's length on each (the logical indices
         // size on the axes, elsewhere input and indices sizes broadcast strictly: equal,

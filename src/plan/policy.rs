@@ -172,14 +172,13 @@ pub(crate) const CHAINS: usize = 32;
 
 /// Destinations smaller than this many bytes (whole span) stay in the last-level cache:
 /// their random writes cost less than a second thread walking every position again, so
-/// one thread scatters into them (S9: 2 threads took 1.3-1.4x one thread's time on a
-/// 2.56 MB destination, PERFORMANCE.md#scatters).
+/// one thread scatters into them (S9, PERFORMANCE.md#scatters).
 pub(crate) const PARTS_MIN_DST_BYTES: usize = 16 << 20;
 
 /// A scatter's block pipeline whose part owns a whole destination of at least this size
 /// (out of cache) leaves the updates of the blocks ahead to the hardware prefetcher: it
 /// reads them all, in order, while each destination block's prefetch is a miss that holds
-/// a line buffer (S1 on one thread about a sixth faster, PERFORMANCE.md#scatters). A part
+/// a line buffer (S1 on one thread, PERFORMANCE.md#scatters). A part
 /// that owns a share reads a scattered subset of the updates, and a destination in cache
 /// leaves the buffers free: both still prefetch them (no difference measured either way).
 pub(crate) const UPDATES_PREFETCH_MAX_DST_BYTES: usize = PARTS_MIN_DST_BYTES;

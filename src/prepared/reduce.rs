@@ -245,8 +245,9 @@ impl GatherReducePlan {
                 op,
                 pooling: pool.pooling,
                 detail: format!(
-                    "skips index {:?}, but the plan was made to skip {:?} (GatherReducePlan::new_skipping)",
-                    pool.skip, self.skip
+                    "skips index {}, but the plan was made to skip {} (GatherReducePlan::new_skipping)",
+                    skipped(pool.skip),
+                    skipped(self.skip)
                 ),
             });
         }
@@ -261,4 +262,9 @@ impl GatherReducePlan {
             sorted(g, &self.csr, p, jobs)
         })
     }
+}
+
+/// A skip value in words: the index, or "no index".
+fn skipped(skip: Option<i64>) -> String {
+    skip.map_or_else(|| "no index".to_string(), |v| v.to_string())
 }

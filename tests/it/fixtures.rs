@@ -2,59 +2,13 @@
 //! tests, NumPy and the proposal's examples): every case must give exactly the recorded
 //! output, or an error where the library raised one.
 
-use std::path::{Path, PathBuf};
-
-use crate::support::npy::{Npy, read_npy};
+use crate::support::manifest::{Case, read};
+use crate::support::npy::Npy;
 use ndarray::ArrayD;
 use ndarray_gather::prelude::*;
 
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-struct Case {
-    name: String,
-    op: String,
-    params: Vec<(String, String)>,
-}
-
-impl Case {
-    fn get(&self, key: &str) -> &str {
-        self.params
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-            .unwrap_or_else(|| panic!("{}: no {key}", self.name))
-    }
-
-    fn int(&self, key: &str) -> isize {
-        self.get(key)
-            .parse()
-            .unwrap_or_else(|_| panic!("{}: bad {key}", self.name))
-    }
-}
-
 fn cases() -> Vec<Case> {
-    let text = std::fs::read_to_string(dir().join("MANIFEST.txt")).expect("tests/fixtures/MANIFEST.txt");
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let mut words = l.split_whitespace();
-            let name = words.next().unwrap().to_string();
-            let op = words.next().unwrap().to_string();
-            let params = words
-                .map(|w| {
-                    let (k, v) = w.split_once('=').unwrap();
-                    (k.to_string(), v.to_string())
-                })
-                .collect();
-            Case { name, op, params }
-        })
-        .collect()
-}
-
-fn read<T: Npy>(file: &str) -> Option<ArrayD<T>> {
-    read_npy(dir().join("data").join(file))
+    crate::support::manifest::cases("MANIFEST.txt")
 }
 
 /// Whether `e` is what NumPy's exception class `kind` means for a call of `op`.
@@ -102,14 +56,14 @@ where
         "gather_batched" => data.gather_batched(&indices, c.int("axis"), c.int("batch_dims") as usize),
         "take_along_axis" => data.take_along_axis(&indices, c.int("axis")),
         "take" => {
-            let axis = match c.get("axis") {
+            let axis = match c.req("axis") {
                 "none" => None,
                 _ => Some(c.int("axis")),
             };
             data.take(&indices, axis, mode)
         }
         "gather_multiaxis" => {
-            let axes: Vec<usize> = c.get("axes").split(',').map(|a| a.parse().unwrap()).collect();
+            let axes: Vec<usize> = c.req("axes").split(',').map(|a| a.parse().unwrap()).collect();
             data.gather_multiaxis(&indices, &axes)
         }
         op => return Err(format!("unknown op {op}")),
@@ -124,25 +78,25 @@ where
         }
         "take_along_axis" => GatherPlan::take_along_axis(shape, &indices, c.int("axis")),
         "take" => {
-            let axis = match c.get("axis") {
+            let axis = match c.req("axis") {
                 "none" => None,
                 _ => Some(c.int("axis")),
             };
             GatherPlan::take(shape, &indices, axis, mode)
         }
         _ => {
-            let axes: Vec<usize> = c.get("axes").split(',').map(|a| a.parse().unwrap()).collect();
+            let axes: Vec<usize> = c.req("axes").split(',').map(|a| a.parse().unwrap()).collect();
             GatherPlan::multiaxis(shape, &indices, &axes)
         }
     };
     crate::support::plans::agrees(plan, &data.view(), &got).map_err(|e| format!("through a plan: {e}"))?;
-    match (c.get("expect").strip_prefix("error:"), got) {
+    match (c.req("expect").strip_prefix("error:"), got) {
         (Some(kind), Err(e)) if same_kind(&c.op, kind, &e) => Ok(()),
         (Some(kind), Err(e)) => Err(format!("expected a {kind}, got {e:?}")),
         (Some(kind), Ok(out)) => Err(format!("expected a {kind}, got {out:?}")),
         (None, Err(e)) => Err(format!("unexpected error: {e}")),
         (None, Ok(out)) => {
-            let file = c.get("expect");
+            let file = c.req("expect");
             let expected: ArrayD<A> = read(file).ok_or(format!("cannot read {file}"))?;
             if out == expected {
                 Ok(())
@@ -157,7 +111,7 @@ fn with_indices<A>(c: &Case, data: ArrayD<A>) -> Result<(), String>
 where
     A: Npy + Clone + Send + Sync + PartialEq + std::fmt::Debug,
 {
-    let file = c.get("indices");
+    let file = c.req("indices");
     if let Some(i) = read::<i64>(file) {
         run(c, data, i)
     } else if let Some(i) = read::<i32>(file) {
@@ -168,7 +122,7 @@ where
 }
 
 fn run_case(c: &Case) -> Result<(), String> {
-    let file = c.get("data");
+    let file = c.req("data");
     if let Some(d) = read::<f32>(file) {
         with_indices(c, d)
     } else if let Some(d) = read::<f64>(file) {
@@ -233,7 +187,7 @@ fn fixtures_cover_every_source_and_wrapper() {
         assert!(
             cases
                 .iter()
-                .any(|c| c.op == op && !c.get("expect").starts_with("error")),
+                .any(|c| c.op == op && !c.req("expect").starts_with("error")),
             "no valid {op} fixture"
         );
     }
@@ -244,7 +198,7 @@ fn fixtures_cover_every_source_and_wrapper() {
                 .any(|c| c.params.iter().any(|(k, v)| k == "mode" && v == mode))
         );
     }
-    assert!(cases.iter().any(|c| c.get("expect").starts_with("error:")));
+    assert!(cases.iter().any(|c| c.req("expect").starts_with("error:")));
 }
 
 fn is_scatter(c: &Case) -> bool {
@@ -259,11 +213,11 @@ where
     A: Npy + Copy + PartialOrd + num_traits::NumAssignOps + Send + Sync + std::fmt::Debug,
     I: GatherIndex,
 {
-    let file = c.get("updates");
+    let file = c.req("updates");
     let updates: ArrayD<A> = read(file).ok_or(format!("cannot read {file} as the data's type"))?;
     let reduction: Reduction = match c.op.as_str() {
         "put_along_axis" => Reduction::Replace,
-        _ => c.get("reduction").parse().map_err(|e| format!("{e}"))?,
+        _ => c.req("reduction").parse().map_err(|e| format!("{e}"))?,
     };
     let mut x = data.clone();
     let got = match c.op.as_str() {
@@ -277,7 +231,7 @@ where
     let same = |a: &ArrayD<A>, b: &ArrayD<A>| {
         a.shape() == b.shape() && a.iter().zip(b).all(|(p, q)| format!("{p:?}") == format!("{q:?}"))
     };
-    match (c.get("expect").strip_prefix("error:"), got) {
+    match (c.req("expect").strip_prefix("error:"), got) {
         (Some(kind), Err(e)) if same_kind(&c.op, kind, &e) => {
             if same(&x, &data) {
                 Ok(())
@@ -289,7 +243,7 @@ where
         (Some(kind), Ok(())) => Err(format!("expected a {kind}, got {x:?}")),
         (None, Err(e)) => Err(format!("unexpected error: {e}")),
         (None, Ok(())) => {
-            let file = c.get("expect");
+            let file = c.req("expect");
             let expected: ArrayD<A> = read(file).ok_or(format!("cannot read {file}"))?;
             if same(&x, &expected) {
                 Ok(())
@@ -305,7 +259,7 @@ fn run_scatter_case(c: &Case) -> Result<(), String> {
     where
         A: Npy + Copy + PartialOrd + num_traits::NumAssignOps + Send + Sync + std::fmt::Debug,
     {
-        let file = c.get("indices");
+        let file = c.req("indices");
         if let Some(i) = read::<i64>(file) {
             run_scatter(c, data, i)
         } else if let Some(i) = read::<i32>(file) {
@@ -314,7 +268,7 @@ fn run_scatter_case(c: &Case) -> Result<(), String> {
             Err(format!("unsupported index type in {file}"))
         }
     }
-    let file = c.get("data");
+    let file = c.req("data");
     if let Some(d) = read::<f32>(file) {
         with(c, d)
     } else if let Some(d) = read::<f64>(file) {
@@ -343,11 +297,11 @@ fn every_scatter_fixture_matches() {
         assert!(
             cases
                 .iter()
-                .any(|c| c.name.starts_with(prefix) && c.op == op && !c.get("expect").starts_with("error")),
+                .any(|c| c.name.starts_with(prefix) && c.op == op && !c.req("expect").starts_with("error")),
             "no valid {prefix} fixture"
         );
     }
-    assert!(cases.iter().any(|c| c.get("expect").starts_with("error:")));
+    assert!(cases.iter().any(|c| c.req("expect").starts_with("error:")));
     let failures: Vec<String> = cases
         .iter()
         .filter_map(|c| run_scatter_case(c).err().map(|e| format!("{}: {e}", c.name)))

@@ -285,7 +285,6 @@ pub(crate) fn by_ids<A: PoolElement, S: Source, J: GatherIndex>(
     let n = g.segments;
     let per = n.div_ceil(spans.max(1)).max(1);
     let chunks = n.div_ceil(per);
-    let positions = ids.len();
     let runs = g.runs() && g.arg.is_null();
     let isa = if runs { Isa::detect() } else { Isa::Base };
     let job = |c: usize| {
@@ -295,43 +294,72 @@ pub(crate) fn by_ids<A: PoolElement, S: Source, J: GatherIndex>(
             // alone builds the span's segments (below `segments`).
             return unsafe { runs::dispatch(isa, g, p, &runs::ById { rows, ids, span }) };
         }
-        let mut tallies: Vec<Tally<A>> = span.clone().map(|_| Tally::new()).collect();
-        let id = |q: usize| {
-            let v = ids[q].to_i128();
-            if v >= span.start as i128 && v < span.end as i128 {
-                Some(v as usize)
-            } else {
-                None
-            }
-        };
-        for q in 0..positions {
-            let ahead = q + REDUCE_AHEAD;
-            if ahead < positions
-                && let Some(s) = id(ahead)
-            {
-                g.prefetch(g.x_row(rows.peek(ahead)));
-                g.prefetch(g.out_row(s).0);
-            }
-            let Some(s) = id(q) else { continue };
-            let Some(r) = rows.row(q)? else { continue };
-            if r >= g.rows {
-                return Err(BadIndex);
-            }
-            let (o, arg) = g.out_row(s);
-            // SAFETY: `r < rows`, `s` in this job's span, below `segments` (the contract);
-            // the span's segments are this job's alone.
-            unsafe { p.add(g, g.x_row(r), o, arg, q, &mut tallies[s - span.start]) };
-        }
-        for (s, tally) in span.clone().zip(&tallies) {
-            let (o, arg) = g.out_row(s);
-            // SAFETY: as above.
-            unsafe { p.finish(g, o, arg, tally) };
-        }
-        Ok(())
+        walk_span(
+            g,
+            rows,
+            ids,
+            span,
+            |r, s, q, tally| {
+                let (o, arg) = g.out_row(s);
+                // SAFETY: `r < rows`, `s` in this job's span, below `segments` (the
+                // contract); the span's segments are this job's alone.
+                unsafe { p.add(g, g.x_row(r), o, arg, q, tally) };
+            },
+            |s, tally| {
+                let (o, arg) = g.out_row(s);
+                // SAFETY: as above.
+                unsafe { p.finish(g, o, arg, tally) };
+            },
+        )
     };
     if chunks <= 1 {
         (0..chunks).try_for_each(job)
     } else {
         run_jobs(chunks, false, job).finish()
     }
+}
+
+/// The walk of one span of segments by ids: for each position `q` whose id falls in `span`,
+/// in increasing order, `add(r, s, q, tally)` with its row `r` (below `g.rows`), its
+/// segment `s` (in `span`) and that segment's tally, the rows [`REDUCE_AHEAD`] positions
+/// ahead asked for; then `finish(s, tally)` for each of the span's segments. `Err` for a
+/// row out of range (which the call's check rules out).
+#[inline(always)]
+pub(super) fn walk_span<A: PoolElement, S: Source, J: GatherIndex>(
+    g: &Geometry<A>,
+    rows: &S,
+    ids: ndarray::ArrayView1<'_, J>,
+    span: std::ops::Range<usize>,
+    mut add: impl FnMut(usize, usize, usize, &mut Tally<A>),
+    mut finish: impl FnMut(usize, &Tally<A>),
+) -> Result<(), BadIndex> {
+    let mut tallies: Vec<Tally<A>> = span.clone().map(|_| Tally::new()).collect();
+    let positions = ids.len();
+    let id = |q: usize| {
+        let v = ids[q].to_i128();
+        if v >= span.start as i128 && v < span.end as i128 {
+            Some(v as usize)
+        } else {
+            None
+        }
+    };
+    for q in 0..positions {
+        let ahead = q + REDUCE_AHEAD;
+        if ahead < positions
+            && let Some(s) = id(ahead)
+        {
+            g.prefetch(g.x_row(rows.peek(ahead)));
+            g.prefetch(g.out_row(s).0);
+        }
+        let Some(s) = id(q) else { continue };
+        let Some(r) = rows.row(q)? else { continue };
+        if r >= g.rows {
+            return Err(BadIndex);
+        }
+        add(r, s, q, &mut tallies[s - span.start]);
+    }
+    for (s, tally) in span.zip(&tallies) {
+        finish(s, tally);
+    }
+    Ok(())
 }

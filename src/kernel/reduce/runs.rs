@@ -12,7 +12,7 @@ use std::ops::Range;
 
 use super::ops::{Extremum, Prod, RowOp, Sum, WeightedSum};
 use super::pool::{End, divide};
-use super::{Entries, Geometry, Pooler, Source, Tally};
+use super::{Entries, Geometry, Pooler, Source, Tally, walk_span};
 use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
 use crate::kernel::isa::Isa;
@@ -368,37 +368,20 @@ pub(super) struct ById<'a, S, J> {
 impl<A: PoolElement, S: Source, J: GatherIndex> Walker<A> for ById<'_, S, J> {
     #[inline(always)]
     unsafe fn walk<Op: RowOp<A>>(&self, g: &Geometry<A>, p: &Pooler<'_, A>) -> Result<(), BadIndex> {
-        let span = self.span.clone();
-        let mut tallies: Vec<Tally<A>> = span.clone().map(|_| Tally::new()).collect();
-        let positions = self.ids.len();
-        let id = |q: usize| {
-            let v = self.ids[q].to_i128();
-            if v >= span.start as i128 && v < span.end as i128 {
-                Some(v as usize)
-            } else {
-                None
-            }
-        };
-        for q in 0..positions {
-            if q + REDUCE_AHEAD < positions
-                && let Some(s) = id(q + REDUCE_AHEAD)
-            {
-                g.prefetch(g.x_row(self.rows.peek(q + REDUCE_AHEAD)));
-                g.prefetch(g.out_row(s).0);
-            }
-            let Some(s) = id(q) else { continue };
-            let Some(r) = self.rows.row(q)? else { continue };
-            if r >= g.rows {
-                return Err(BadIndex);
-            }
-            // SAFETY: `r < rows`, `s` in this walk's span (the contract).
-            let (x, o) = unsafe { rows_of(g, r, s) };
-            combine::<A, Op>(p, o, x, &mut [], q, &mut tallies[s - span.start]);
-        }
-        for (s, tally) in span.clone().zip(&tallies) {
-            // SAFETY: segment `s`'s rows, in this walk's span.
-            unsafe { end_row(g, p, s, tally) };
-        }
-        Ok(())
+        walk_span(
+            g,
+            self.rows,
+            self.ids,
+            self.span.clone(),
+            |r, s, q, tally| {
+                // SAFETY: `r < rows`, `s` in this walk's span (the contract).
+                let (x, o) = unsafe { rows_of(g, r, s) };
+                combine::<A, Op>(p, o, x, &mut [], q, tally);
+            },
+            |s, tally| {
+                // SAFETY: segment `s`'s rows, in this walk's span.
+                unsafe { end_row(g, p, s, tally) };
+            },
+        )
     }
 }

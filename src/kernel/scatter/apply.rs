@@ -307,7 +307,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
 /// drop glue the updates are cloned into a local block first: the compiler, which cannot
 /// tell that updates and destination do not overlap, then writes the block with one
 /// store instead of `K`, and random writes, each holding a store-buffer entry until its
-/// cache line arrives, keep four times as many blocks in flight (PERFORMANCE.md#scatter-passes).
+/// cache line arrives, keep more blocks in flight (PERFORMANCE.md#scatter-passes).
 #[inline(always)]
 pub(crate) fn combine<A: Clone, R: Reducer<A>, const K: usize>(d: &mut [A; K], u: &[A; K], reducer: R) {
     if !needs_drop::<A>() {

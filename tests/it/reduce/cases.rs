@@ -410,7 +410,7 @@ fn plan_errors_name_the_plan() {
     let e = plan.apply(&x, Pooling::Sum.skip(1)).unwrap_err();
     assert_eq!(
         e.to_string(),
-        "GatherReducePlan::apply: pooling sum skips index Some(1), but the plan was made to skip None (GatherReducePlan::new_skipping)"
+        "GatherReducePlan::apply: pooling sum skips index 1, but the plan was made to skip no index (GatherReducePlan::new_skipping)"
     );
     let e = GatherReducePlan::new(&[2, 2], &[0, 5], Segments::uniform(2), 0).unwrap_err();
     assert_eq!(

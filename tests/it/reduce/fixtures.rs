@@ -3,58 +3,13 @@
 //! `index_add_` / `scatter_reduce_(include_self=False)` on fresh zeros. Every case must
 //! give the recorded output, bit for bit.
 
-use std::path::{Path, PathBuf};
-
-use crate::support::npy::{Npy, read_npy};
+use crate::support::manifest::{Case, read};
+use crate::support::npy::Npy;
 use ndarray::{ArrayD, IxDyn};
 use ndarray_gather::prelude::*;
 
-fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-struct Case {
-    name: String,
-    op: String,
-    params: Vec<(String, String)>,
-}
-
-impl Case {
-    fn get(&self, key: &str) -> Option<&str> {
-        self.params
-            .iter()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn num<T: std::str::FromStr>(&self, key: &str) -> Option<T> {
-        self.get(key)
-            .map(|v| v.parse().unwrap_or_else(|_| panic!("{}: bad {key}", self.name)))
-    }
-}
-
 fn cases() -> Vec<Case> {
-    let text = std::fs::read_to_string(dir().join("REDUCE_MANIFEST.txt"))
-        .expect("tests/fixtures/REDUCE_MANIFEST.txt");
-    text.lines()
-        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-        .map(|l| {
-            let mut words = l.split_whitespace();
-            let name = words.next().unwrap().to_string();
-            let op = words.next().unwrap().to_string();
-            let params = words
-                .map(|w| {
-                    let (k, v) = w.split_once('=').unwrap();
-                    (k.to_string(), v.to_string())
-                })
-                .collect();
-            Case { name, op, params }
-        })
-        .collect()
-}
-
-fn read<T: Npy>(file: &str) -> Option<ArrayD<T>> {
-    read_npy(dir().join("data").join(file))
+    crate::support::manifest::cases("REDUCE_MANIFEST.txt")
 }
 
 /// The case run with elements `A`; `None` if its data is not of type `A`.

@@ -5,6 +5,9 @@
 pub mod cases;
 pub mod generate;
 pub mod layouts;
+// The fixtures' manifests and data; not under Miri, which runs no fixture test.
+#[cfg(not(miri))]
+pub mod manifest;
 // The fixture modules' reader; not under Miri, which runs no fixture test.
 #[cfg(not(miri))]
 pub mod npy;
