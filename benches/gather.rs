@@ -102,7 +102,7 @@ fn runs(c: &mut Criterion) {
         let ids = Array::from_shape_fn((2048, 2048), |(i, j)| {
             (((j / run) * 7919 + i * 31) % blocks * run + j % run) as i64
         });
-        let plan = GatherPlan::take_along_axis(&[2048, 2048], &ids, 1).unwrap();
+        let plan = GatherPlan::take_along_axis([2048, 2048], &ids, 1).unwrap();
         g.bench_with_input(BenchmarkId::new("plan_into", run), &run, |b, _| {
             b.iter(|| plan.apply_into(&x, &mut out).unwrap())
         });

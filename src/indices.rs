@@ -90,3 +90,88 @@ fn rows<I, R, const N: usize>(
     }
     f(&ArrayView2::from(rows))
 }
+
+mod sealed_segments {
+    pub trait Sealed {}
+}
+
+/// A 1-D index array that a [`Segments`](crate::Segments) borrows (its offsets, starts,
+/// lengths or ids), in every form indices take ([`IndexArray`]'s 1-D forms): `&Array1`,
+/// `&ArrayView1`, an `ArrayView1` by value, `&ArcArray1`, `&ArrayRef1`, `&[i64]`,
+/// `&Vec<i64>`, `&[i64; N]`. A `Segments` holds a view, so it is `Copy`: one value serves
+/// many calls. (A `Vec` by value would be dropped while the view still needs it: lend it,
+/// `&v`.) The trait is sealed; nothing is copied.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+///
+/// let x = array![1, 2, 3, 4];
+/// let starts: Vec<i64> = vec![0, 1];
+/// let segs = Segments::starts(&starts); // `Copy`: used twice below
+/// assert_eq!(x.segment_reduce(segs, 0, Pooling::Sum)?, array![1, 9]);
+/// assert_eq!(x.segment_reduce(segs, 0, Pooling::Max)?, array![1, 4]);
+/// assert_eq!(x.segment_reduce(Segments::lengths(&[3_u32, 1]), 0, Pooling::Sum)?, array![6, 4]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be lent to `Segments` as a 1-D index array",
+    label = "lend it (`&v` for a `Vec`), or pass a view",
+    note = "`Segments` borrows its offsets, starts, lengths or ids: `&Array1`, `&ArrayView1`, `ArrayView1`, `&[i64]`, `&Vec<i64>`, `&[i64; N]`"
+)]
+pub trait SegmentArray<'a, J>: sealed_segments::Sealed {
+    /// The array as a 1-D view.
+    #[doc(hidden)]
+    fn view1(self) -> ArrayView1<'a, J>;
+}
+
+/// Implements [`SegmentArray`] for each 1-D form: its generics, type, and its view.
+macro_rules! segment_array {
+    ($([$($g:tt)*] $T:ty, |$s:ident| $view:expr;)*) => {$(
+        impl<$($g)*> sealed_segments::Sealed for $T {}
+        impl<$($g)*> SegmentArray<'a, J> for $T {
+            #[inline(always)]
+            fn view1(self) -> ArrayView1<'a, J> {
+                let $s = self;
+                $view
+            }
+        }
+    )*};
+}
+
+segment_array! {
+    ['a, J: GatherIndex] &'a ArrayRef<J, Ix1>, |a| a.view();
+    ['a, J: GatherIndex, S: Data<Elem = J>] &'a ArrayBase<S, Ix1>, |a| a.view();
+    ['a, J: GatherIndex] ArrayView1<'a, J>, |a| a;
+    ['a, J: GatherIndex] &'a [J], |a| ArrayView1::from(a);
+    ['a, J: GatherIndex] &'a Vec<J>, |a| ArrayView1::from(&a[..]);
+    ['a, J: GatherIndex, const N: usize] &'a [J; N], |a| ArrayView1::from(&a[..]);
+}
+
+mod sealed_counts {
+    pub trait Sealed {}
+}
+
+/// A count or length as Rust code holds one: any primitive integer (`usize`, `u32`,
+/// `i64`, ...), for [`Segments::ids`](crate::Segments::ids)' segment count and
+/// [`Segments::uniform`](crate::Segments::uniform)'s length. A negative one is the
+/// segments' error when a call checks them. Sealed.
+pub trait Count: sealed_counts::Sealed + Copy {
+    /// The value, exactly.
+    #[doc(hidden)]
+    fn value(self) -> i128;
+}
+
+macro_rules! count {
+    ($($t:ty),*) => {$(
+        impl sealed_counts::Sealed for $t {}
+        impl Count for $t {
+            #[inline(always)]
+            fn value(self) -> i128 {
+                self as i128
+            }
+        }
+    )*};
+}
+
+count!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize);

@@ -118,7 +118,7 @@ pub use axis::{AxisArg, TakeAxis};
 pub use error::GatherError;
 pub use ext::{GatherExt, GatherReduceExt, ScatterExt};
 pub use index::{GatherIndex, IndexMode};
-pub use indices::IndexArray;
+pub use indices::{Count, IndexArray, SegmentArray};
 pub use pool::{ParsePoolingError, Pool, PoolElement, Pooling};
 pub use prepared::{GatherPlan, GatherReducePlan};
 pub use rank::GatherRank;

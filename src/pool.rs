@@ -8,6 +8,8 @@ use std::str::FromStr;
 use ndarray::{ArrayView1, AsArray};
 use num_traits::{FromPrimitive, NumAssign, ToPrimitive};
 
+use crate::index::GatherIndex;
+
 /// The element types a gather-reduce works on: every primitive number (`f32`, `f64`, the
 /// signed and unsigned integers), and any type with the same arithmetic from num-traits.
 ///
@@ -51,7 +53,7 @@ impl<A: Clone + NumAssign + FromPrimitive + ToPrimitive + PartialOrd + Send + Sy
 /// use ndarray_gather::prelude::*;
 ///
 /// let x = array![[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]];
-/// let bags = Segments::offsets(&[0, 2, 3]);
+/// let bags = Segments::indptr(&[0, 2, 3]);
 /// assert_eq!(x.segment_reduce(bags.clone(), 0, Pooling::Sum)?, array![[4.0, 6.0], [5.0, 6.0]]);
 /// let mode: Pooling = "mean".parse()?;
 /// assert_eq!(x.segment_reduce(bags, 0, mode)?, array![[2.0, 3.0], [5.0, 6.0]]);
@@ -93,8 +95,10 @@ impl Pooling {
     }
 
     /// This pooling with positions whose index equals `value` skipped: they contribute
-    /// nothing and are not counted (torch's `padding_idx`, FBGEMM's `-1` for pruned rows).
-    /// Every other index must be in range.
+    /// nothing and are not counted (torch's `padding_idx`, FBGEMM's `-1` for pruned rows:
+    /// `.skip(-1)`). Every other index must be in range; a negative one counts from the
+    /// end (as in every gather; torch's `embedding_bag` rejects it). `value` is any index
+    /// type (a `usize` padding row, an `i64` id), compared by value with the indices.
     ///
     /// ```
     /// use ndarray::array;
@@ -105,7 +109,7 @@ impl Pooling {
     /// assert_eq!(bag, array![[3.0]]);
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn skip<'w, A>(self, value: i64) -> Pool<'w, A> {
+    pub fn skip<'w, A>(self, value: impl GatherIndex) -> Pool<'w, A> {
         Pool::from(self).skip(value)
     }
 
@@ -202,7 +206,8 @@ impl FromStr for Pooling {
 pub struct Pool<'w, A> {
     pub(crate) pooling: Pooling,
     pub(crate) weights: Option<ArrayView1<'w, A>>,
-    pub(crate) skip: Option<i64>,
+    /// The skipped index value, exactly (any index type's).
+    pub(crate) skip: Option<i128>,
     pub(crate) fill: Option<A>,
 }
 
@@ -247,9 +252,9 @@ impl<'w, A> Pool<'w, A> {
     }
 
     /// See [`Pooling::skip`].
-    pub fn skip(self, value: i64) -> Self {
+    pub fn skip(self, value: impl GatherIndex) -> Self {
         Pool {
-            skip: Some(value),
+            skip: Some(value.to_i128()),
             ..self
         }
     }

@@ -5,29 +5,32 @@
 
 use std::ops::Range;
 
-use ndarray::{Array1, ArrayView1, AsArray};
+use ndarray::{Array1, ArrayView1};
 
 use crate::error::GatherError;
 use crate::index::GatherIndex;
+use crate::indices::{Count, SegmentArray};
 
 /// How the positions of a gather-reduce (the indices in row-major order, or the input's
 /// own slices for `segment_reduce`) group into segments, one output slice each.
 ///
 /// | constructor | segment `s` holds positions | as in |
 /// |---|---|---|
-/// | `offsets(&o)` (S + 1 entries) | `o[s]..o[s + 1]` | CSR `indptr`, torch_scatter `segment_csr`, torch `include_last_offset=True` |
-/// | `starts(&o)` (S entries) | `o[s]..o[s + 1]`, the last to the end | torch / FBGEMM `offsets` |
+/// | `indptr(&o)` (S + 1 entries) | `o[s]..o[s + 1]` | CSR `indptr` (SciPy), torch_scatter `segment_csr`, torch `include_last_offset=True` |
+/// | `starts(&o)` (S entries) | `o[s]..o[s + 1]`, the last to the end | **torch's and FBGEMM's `offsets`** (`embedding_bag`) |
 /// | `lengths(&l)` (S entries) | the next `l[s]` positions | `torch.segment_reduce(lengths=)`, ragged rows |
 /// | `uniform(len)` | `s·len..(s + 1)·len` | torch `embedding_bag`'s 2-D input |
 /// | `ids(&ids, count)` (one per position) | every `p` with `ids[p] == s`, any order | TF `unsorted_segment_*`, torch_scatter `scatter(dim_size=count)`, `index_reduce_`, a graph's `dst` |
 ///
-/// The arrays are 1-D index arrays of any [`GatherIndex`] type, in any form ndarray's
-/// `AsArray` takes (`&Array1`, `&ArrayView1`, `&[i64]`, `&Vec<i64>`, `&[i64; N]`). They
-/// are checked before anything is written: `offsets` non-decreasing from 0 to the number
-/// of positions, `starts` non-decreasing from 0 and at most that number, `lengths`
-/// non-negative and summing to it, `uniform(len)` a positive length dividing it, `ids`
-/// one per position in `0..count` (a negative id is an error, not dropped). The error,
-/// [`GatherError::Segments`], names the first bad entry and its value.
+/// The arrays are 1-D index arrays of any [`GatherIndex`] type, in every form indices take
+/// ([`SegmentArray`]: `&Array1`, `&ArrayView1`, `&[i64]`, `&Vec<i64>`, `&[i64; N]`); counts
+/// and lengths are any integer type ([`Count`]). A `Segments` holds views, so it is `Copy`:
+/// one value serves many calls. They are checked before anything is written: `indptr`
+/// non-decreasing from 0 to the number of positions, `starts` non-decreasing from 0 and
+/// at most that number, `lengths` non-negative and summing to it, `uniform(len)` a
+/// positive length dividing it, `ids` one per position in `0..count` (a negative id is an
+/// error, not dropped). The error, [`GatherError::Segments`], names the first bad entry
+/// and its value.
 ///
 /// ```
 /// use ndarray::array;
@@ -35,58 +38,73 @@ use crate::index::GatherIndex;
 ///
 /// let x = array![1, 2, 3, 4, 5];
 /// let sum = |s| x.segment_reduce(s, 0, Pooling::Sum);
-/// assert_eq!(sum(Segments::offsets(&[0, 2, 2, 5]))?, array![3, 0, 12]);
+/// assert_eq!(sum(Segments::indptr(&[0, 2, 2, 5]))?, array![3, 0, 12]);
 /// assert_eq!(sum(Segments::starts(&[0, 2, 2]))?, array![3, 0, 12]);
 /// assert_eq!(sum(Segments::lengths(&[2, 0, 3]))?, array![3, 0, 12]);
-/// assert_eq!(sum(Segments::uniform(5))?, array![15]);
-/// assert_eq!(sum(Segments::ids(&[2, 0, 2, 0, 2], 3))?, array![6, 0, 9]);
+/// assert_eq!(sum(Segments::uniform(5_u32))?, array![15]);
+/// let n: i64 = 3;
+/// assert_eq!(sum(Segments::ids(&[2, 0, 2, 0, 2], n))?, array![6, 0, 9]);
+/// // torch's `offsets` (bag starts) are `starts`: three bags, the last empty, where the
+/// // same array read as an `indptr` would be two.
+/// assert_eq!(sum(Segments::starts(&[0, 2, 5]))?, array![3, 12, 0]);
+/// assert_eq!(sum(Segments::indptr(&[0, 2, 5]))?, array![3, 12]);
 /// # Ok::<(), GatherError>(())
 /// ```
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub struct Segments<'a, J = i64> {
     pub(crate) kind: Kind<'a, J>,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) enum Kind<'a, J> {
-    Offsets(ArrayView1<'a, J>),
+    Indptr(ArrayView1<'a, J>),
     Starts(ArrayView1<'a, J>),
     Lengths(ArrayView1<'a, J>),
-    Uniform(usize),
-    Ids(ArrayView1<'a, J>, usize),
+    /// The length as the caller gave it (checked by the call).
+    Uniform(i128),
+    /// The ids and the count as the caller gave it (checked by the call).
+    Ids(ArrayView1<'a, J>, i128),
 }
 
 impl<'a, J: GatherIndex> Segments<'a, J> {
-    /// `S + 1` offsets, segment `s` holding positions `offsets[s]..offsets[s + 1]` (a CSR
-    /// `indptr`; torch_scatter's `segment_csr`, torch's `include_last_offset=True`).
-    pub fn offsets(offsets: impl AsArray<'a, J>) -> Self {
+    /// `S + 1` entries, segment `s` holding positions `indptr[s]..indptr[s + 1]`: a CSR
+    /// `indptr` (SciPy's `csr_matrix.indptr`, torch_scatter's `segment_csr`, torch's
+    /// `include_last_offset=True`). torch's and FBGEMM's `offsets` are
+    /// [`starts`](Self::starts).
+    ///
+    /// (Renamed from `offsets` in 0.3: torch's `offsets` passed to the old name lost an
+    /// empty last bag without an error.)
+    #[doc(alias = "offsets", alias = "segment_csr", alias = "include_last_offset")]
+    pub fn indptr(indptr: impl SegmentArray<'a, J>) -> Self {
         Segments {
-            kind: Kind::Offsets(offsets.into()),
+            kind: Kind::Indptr(indptr.view1()),
         }
     }
 
     /// `S` starts, segment `s` holding positions `starts[s]..starts[s + 1]` and the last
-    /// one the rest (torch's and FBGEMM's `offsets`).
-    pub fn starts(starts: impl AsArray<'a, J>) -> Self {
+    /// one the rest: torch's and FBGEMM's `offsets` (`F.embedding_bag(.., offsets)`).
+    #[doc(alias = "offsets", alias = "embedding_bag")]
+    pub fn starts(starts: impl SegmentArray<'a, J>) -> Self {
         Segments {
-            kind: Kind::Starts(starts.into()),
+            kind: Kind::Starts(starts.view1()),
         }
     }
 
     /// `S` lengths, segment `s` holding the next `lengths[s]` positions
     /// (`torch.segment_reduce(lengths=)`).
-    pub fn lengths(lengths: impl AsArray<'a, J>) -> Self {
+    pub fn lengths(lengths: impl SegmentArray<'a, J>) -> Self {
         Segments {
-            kind: Kind::Lengths(lengths.into()),
+            kind: Kind::Lengths(lengths.view1()),
         }
     }
 
     /// One segment id per position, in any order, each in `0..count` (TF's
     /// `unsorted_segment_*` with `num_segments = count`, torch_scatter's
-    /// `scatter(dim_size=count)`, `index_reduce_`, a graph's `dst`).
-    pub fn ids(ids: impl AsArray<'a, J>, count: usize) -> Self {
+    /// `scatter(dim_size=count)`, `index_reduce_`, a graph's `dst`). `count` is any integer
+    /// type; a negative one is the call's error.
+    pub fn ids(ids: impl SegmentArray<'a, J>, count: impl Count) -> Self {
         Segments {
-            kind: Kind::Ids(ids.into(), count),
+            kind: Kind::Ids(ids.view1(), count.value()),
         }
     }
 
@@ -120,10 +138,11 @@ impl<'a, J: GatherIndex> Segments<'a, J> {
 
 impl<'a> Segments<'a> {
     /// Segments of `len` positions each (torch `embedding_bag`'s 2-D input of bags of
-    /// `len`): the count is the number of positions divided by `len`.
-    pub fn uniform(len: usize) -> Self {
+    /// `len`): the count is the number of positions divided by `len`. `len` is any
+    /// integer type; zero or a negative one is the call's error.
+    pub fn uniform(len: impl Count) -> Self {
         Segments {
-            kind: Kind::Uniform(len),
+            kind: Kind::Uniform(len.value()),
         }
     }
 }
@@ -150,49 +169,57 @@ impl<'a, J: GatherIndex> Checked<'a, J> {
         let total = positions as i128;
         // Offsets and starts: non-decreasing from 0, at most the positions; the last entry
         // of `o` (which the caller checks further).
-        let rising = |kind: &'static str, o: &ArrayView1<'_, J>, range: &str| -> Result<i128, GatherError> {
+        // (`range` is formatted only for an error: a tiny call would feel it.)
+        // (`range` is formatted only for an error: a tiny call would feel it.)
+        let rising = |kind: &'static str,
+                      first: &str,
+                      o: &ArrayView1<'_, J>,
+                      range: &dyn Fn() -> String|
+         -> Result<i128, GatherError> {
             let mut prev = 0;
             for (e, v) in o.iter().map(|v| v.to_i128()).enumerate() {
                 if e == 0 && v != 0 {
-                    return Err(bad(
-                        kind,
-                        0,
-                        v,
-                        format!("the first {} must be 0", &kind[..kind.len() - 1]),
-                    ));
+                    return Err(bad(kind, 0, v, format!("the first {first} must be 0")));
                 }
                 if v < prev || v > total {
-                    return Err(bad(kind, e, v, format!("{kind} must be non-decreasing, {range}")));
+                    return Err(bad(
+                        kind,
+                        e,
+                        v,
+                        format!("{kind} must be non-decreasing, {}", range()),
+                    ));
                 }
                 prev = v;
             }
             Ok(prev)
         };
         match &segments.kind {
-            Kind::Offsets(o) => {
-                let last = rising("offsets", o, &format!("from 0 to the {positions} positions"))?;
+            Kind::Indptr(o) => {
+                let last = rising("indptr", "entry of indptr", o, &|| {
+                    format!("from 0 to the {positions} positions")
+                })?;
                 match o.len() {
                     0 => Err(bad(
-                        "offsets",
+                        "indptr",
                         0,
                         0,
-                        "there are none: offsets need S + 1 entries, the first 0".into(),
+                        "there are no entries: indptr needs S + 1, the first 0".into(),
                     )),
                     n if last != total => Err(bad(
-                        "offsets",
+                        "indptr",
                         n - 1,
                         last,
-                        format!("the last offset must be the number of positions, {positions}"),
+                        format!(
+                            "the last entry of indptr must be the number of positions, {positions} (torch's offsets are Segments::starts)"
+                        ),
                     )),
                     n => Ok(Checked::Sorted(Bounds::Offsets(*o), n - 1)),
                 }
             }
             Kind::Starts(o) => {
-                rising(
-                    "starts",
-                    o,
-                    &format!("from 0 and at most the {positions} positions"),
-                )?;
+                rising("starts", "start", o, &|| {
+                    format!("from 0 and at most the {positions} positions")
+                })?;
                 Ok(Checked::Sorted(Bounds::Starts(*o, positions), o.len()))
             }
             Kind::Lengths(l) => {
@@ -227,22 +254,32 @@ impl<'a, J: GatherIndex> Checked<'a, J> {
                 }
                 Ok(Checked::Sorted(Bounds::Owned(offsets), l.len()))
             }
-            Kind::Uniform(len) => match *len {
-                0 => Err(bad(
+            Kind::Uniform(len) => match usize::try_from(*len) {
+                Ok(l) if l > 0 && positions.is_multiple_of(l) => {
+                    Ok(Checked::Sorted(Bounds::Uniform(l), positions / l))
+                }
+                _ if *len <= 0 => Err(bad(
                     "uniform",
                     0,
-                    0,
+                    *len,
                     "the length of uniform segments must be positive".into(),
                 )),
-                len if !positions.is_multiple_of(len) => Err(bad(
+                _ => Err(bad(
                     "uniform",
                     0,
-                    len as i128,
+                    *len,
                     format!("{positions} positions do not divide into segments of {len}"),
                 )),
-                len => Ok(Checked::Sorted(Bounds::Uniform(len), positions / len)),
             },
             Kind::Ids(ids, count) => {
+                let Ok(count) = usize::try_from(*count) else {
+                    return Err(bad(
+                        "ids",
+                        0,
+                        *count,
+                        format!("the segment count {count} is negative"),
+                    ));
+                };
                 if ids.len() != positions {
                     return Err(bad(
                         "ids",
@@ -254,7 +291,7 @@ impl<'a, J: GatherIndex> Checked<'a, J> {
                         ),
                     ));
                 }
-                let n = *count as i128;
+                let n = count as i128;
                 if let Some((e, v)) = ids
                     .iter()
                     .map(|v| v.to_i128())
@@ -268,7 +305,7 @@ impl<'a, J: GatherIndex> Checked<'a, J> {
                         format!("ids must be in 0..{count}, the segment count"),
                     ));
                 }
-                Ok(Checked::Ids(*ids, *count))
+                Ok(Checked::Ids(*ids, count))
             }
         }
     }

@@ -59,7 +59,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
     let idx: Vec<i64> = (0..positions).map(|i| input.idx.get(i).copied().unwrap_or(0) as i64).collect();
     let seg_values: Vec<i64> = input.seg.iter().take(12).map(|&v| v as i64).collect();
     let seg = match input.kind % 5 {
-        0 => Seg::Offsets(seg_values),
+        0 => Seg::Indptr(seg_values),
         1 => Seg::Starts(seg_values),
         2 => Seg::Lengths(seg_values),
         3 => Seg::Uniform(input.count as usize % 6),
@@ -94,11 +94,11 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         p
     };
     let arr: Vec<i64> = match &seg {
-        Seg::Offsets(v) | Seg::Starts(v) | Seg::Lengths(v) | Seg::Ids(v, _) => v.clone(),
+        Seg::Indptr(v) | Seg::Starts(v) | Seg::Lengths(v) | Seg::Ids(v, _) => v.clone(),
         Seg::Uniform(_) => vec![],
     };
     let segments = || match &seg {
-        Seg::Offsets(_) => Segments::offsets(&arr),
+        Seg::Indptr(_) => Segments::indptr(&arr),
         Seg::Starts(_) => Segments::starts(&arr),
         Seg::Lengths(_) => Segments::lengths(&arr),
         Seg::Uniform(l) => Segments::uniform(*l),

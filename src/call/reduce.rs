@@ -5,35 +5,92 @@
 use ndarray::{Array, ArrayRef, Dimension};
 
 use crate::axis::normalize_axis;
+use crate::call::resolve::resolve_slice;
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
+use crate::index::{Raise, Resolve};
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Csr, Geometry, Identity, Indexed, Pooler, Positions, Source, by_ids, sorted};
+use crate::kernel::reduce::{Csr, Geometry, Identity, Pooler, Positions, Row, Source, by_ids, sorted};
 use crate::kernel::schedule::both;
 use crate::layout::{checked_len, unravel};
 use crate::plan::reduce::{ReduceWalk, row_loops};
 use crate::pool::{Pool, PoolElement, Pooling};
 use crate::segments::{Checked, Segments};
 
-/// The first index out of range among `rows` (the indices of a call along `axis`), as
-/// the error that names it.
-pub(crate) fn check_rows<I: GatherIndex>(
+/// A gather-reduce's indices resolved into rows ([`Resolved`]), each once, where they are
+/// checked: `u32` where the axis is shorter than `u32::MAX`, else `usize`.
+pub(crate) enum Rows {
+    Narrow(Vec<u32>),
+    Wide(Vec<usize>),
+}
+
+/// `$body` with `$r` bound to the [`Resolved`] rows of `$rows` (one instantiation per
+/// row type).
+macro_rules! with_rows {
+    ($rows:expr, $r:ident => $body:expr) => {
+        match $rows {
+            $crate::call::reduce::Rows::Narrow(v) => {
+                let $r = &$crate::kernel::reduce::Resolved { rows: &v[..] };
+                $body
+            }
+            $crate::call::reduce::Rows::Wide(v) => {
+                let $r = &$crate::kernel::reduce::Resolved { rows: &v[..] };
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_rows;
+
+/// The rows of `indices` (any rank, read in row-major order) along `axis` of `axis_len`:
+/// negative indices count from the end, `skip` (if any) becomes [`Row::SKIP`]; or the
+/// error that names the first index out of range.
+pub(crate) fn resolve_rows<I: GatherIndex, E: Dimension>(
     op: &'static str,
-    rows: &Indexed<'_, I>,
+    indices: &ArrayRef<I, E>,
     axis: usize,
     axis_len: usize,
-) -> Result<(), GatherError> {
-    match rows.first_bad() {
-        None => Ok(()),
-        Some((index, p, shape)) => Err(GatherError::IndexOutOfBounds {
-            op,
-            index,
-            position: unravel(p, shape).to_vec(),
-            axis,
-            axis_len,
-        }),
+    skip: Option<i128>,
+) -> Result<Rows, GatherError> {
+    let keep: Vec<I>;
+    let flat = match indices.as_slice() {
+        Some(v) => v,
+        None => {
+            keep = indices.iter().copied().collect();
+            &keep[..]
+        }
+    };
+    // Each value resolved without a branch: a skipped one is good and `R::SKIP`.
+    fn rows<I: GatherIndex, R: Row>(
+        flat: &[I],
+        axis_len: usize,
+        skip: Option<i128>,
+    ) -> Result<Vec<R>, BadIndex> {
+        resolve_slice(flat, |v| {
+            let skipped = skip == Some(v.to_i128());
+            let (i, ok) = Raise::resolve_or_zero(v, axis_len);
+            (if skipped { R::SKIP } else { R::of(i) }, ok | skipped)
+        })
     }
+    let resolved = if axis_len < u32::SKIP as usize {
+        rows::<I, u32>(flat, axis_len, skip).map(Rows::Narrow)
+    } else {
+        rows::<I, usize>(flat, axis_len, skip).map(Rows::Wide)
+    };
+    resolved.map_err(|BadIndex| {
+        let bad = |v: &I| skip != Some(v.to_i128()) && v.resolve_raise(axis_len).is_none();
+        match flat.iter().position(bad) {
+            Some(p) => GatherError::IndexOutOfBounds {
+                op,
+                index: flat[p].to_i128(),
+                position: unravel(p, indices.shape()).to_vec(),
+                axis,
+                axis_len,
+            },
+            None => internal(op, "a bad index the scan did not find"),
+        }
+    })
 }
 
 /// A checked call, ready to write: its input, axis, segment count and pooling.
@@ -336,10 +393,7 @@ fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
                 p,
                 jobs,
             ),
-            (Checked::Ids(..), ReduceWalk::SortIds { jobs, .. }, Some(Ok(Some(csr)))) => {
-                sorted(g, &csr, p, jobs)
-            }
-            (Checked::Ids(..), _, Some(Err(bad))) => Err(bad),
+            (Checked::Ids(..), ReduceWalk::SortIds { jobs, .. }, Some(Some(csr))) => sorted(g, &csr, p, jobs),
             (Checked::Ids(ids, _), ReduceWalk::ByIds { spans } | ReduceWalk::SortIds { spans, .. }, _) => {
                 by_ids(g, rows, *ids, p, spans)
             }
@@ -361,15 +415,12 @@ pub(crate) fn gather_reduce<A: PoolElement, D: Dimension, I: GatherIndex, E: Dim
     out: Out<'_, A, D>,
 ) -> Result<Done<A, D>, GatherError> {
     let axis = normalize_axis(op, axis, x.ndim())?;
-    let mut keep = None;
-    let axis_len = x.shape()[axis];
-    let rows = Indexed::new(indices, &mut keep, axis_len, pool.skip);
-    let positions = rows.len();
+    let positions = indices.len();
     // Segments, then the pool, then the indices: the order of the arguments.
     let segs = Checked::new(op, segments, positions)?;
     check_pool(op, &pool, positions, matches!(out, Out::Arg))?;
-    check_rows(op, &rows, axis, axis_len)?;
-    reduce(op, x, axis, &rows, positions, segs, pool, out)
+    let rows = resolve_rows(op, indices, axis, x.shape()[axis], pool.skip)?;
+    with_rows!(rows, r => reduce(op, x, axis, r, positions, segs, pool, out))
 }
 
 /// `segment_reduce` and its `_into` form.

@@ -43,7 +43,7 @@ impl<S: RawData, I: GatherIndex> Call<'_, S, I> {
 
     /// Every index value resolved, in row-major order, each converted by `convert`; or the
     /// error for the first out-of-range one. Empty when the plan has no axes.
-    pub fn resolve_all<P: Copy + Send>(
+    pub fn resolve_all<P: Copy + Default + Send>(
         &self,
         plan: &Plan,
         convert: impl Fn(usize) -> P + Sync,
@@ -52,41 +52,11 @@ impl<S: RawData, I: GatherIndex> Call<'_, S, I> {
             // One gathered axis, contiguous indices: a branch-free loop that vectorizes,
             // over ranges of the indices on the pool's threads when they are large
             // (PERFORMANCE.md#prepared-gathers).
-            (Some(indices), [term], IndexMode::Raise) => {
-                // Index `v` resolved and converted; `good` cleared if it was out of range.
-                let resolve = |v: I, good: &mut bool| {
-                    let (i, ok) = Raise::resolve_or_zero(v, term.len);
-                    *good &= ok;
-                    convert(i)
-                };
-                if !crate::plan::worth_parallel(size_of_val(indices)) {
-                    let mut good = true;
-                    let values: Vec<P> = indices.iter().map(|&v| resolve(v, &mut good)).collect();
-                    return if good {
-                        Ok(values)
-                    } else {
-                        Err(self.index_error(plan))
-                    };
-                }
-                // Position 0 converts to zero bits: allocated zeroed, not written twice.
-                let mut values = vec![convert(0); indices.len()];
-                let ranges = Ranges::new(indices.len(), size_of_val(indices), RESOLVE_RANGE_BYTES);
-                let parts: Vec<Mutex<&mut [P]>> = values.chunks_mut(ranges.per).map(Mutex::new).collect();
-                let outcome = schedule::run_jobs(ranges.count, false, |c| {
-                    let mut good = true;
-                    // Each part is locked once, by its own job: never poisoned.
-                    let mut to = parts[c].lock().map_err(|_| BadIndex)?;
-                    for (p, &v) in to.iter_mut().zip(&indices[ranges.get(c)]) {
-                        *p = resolve(v, &mut good);
-                    }
-                    if good { Ok(()) } else { Err(BadIndex) }
-                });
-                drop(parts);
-                match outcome.finish() {
-                    Ok(()) => Ok(values),
-                    Err(BadIndex) => Err(self.index_error(plan)),
-                }
-            }
+            (Some(indices), [term], IndexMode::Raise) => resolve_slice(indices, |v| {
+                let (i, ok) = Raise::resolve_or_zero(v, term.len);
+                (convert(i), ok)
+            })
+            .map_err(|BadIndex| self.index_error(plan)),
             _ => {
                 let mut values = Vec::with_capacity(self.indices.len());
                 self.resolve_each(plan, |i| values.push(convert(i)))?;
@@ -136,4 +106,41 @@ impl<S: RawData, I: GatherIndex> Call<'_, S, I> {
         self.first_bad_index(plan)
             .unwrap_or_else(|| internal(self.op, "a bad index the scan did not find"))
     }
+}
+
+/// `convert(v)` for every value of `values`, in order: each gives its resolved value and
+/// whether `v` was good (a bad one converts to anything, branch-free). A loop that
+/// vectorizes, over ranges of the values on the pool's threads when they are large
+/// (PERFORMANCE.md#prepared-gathers); `Err` if any value was bad (the caller finds and
+/// names the first). The one resolver of a plan's indices and a gather-reduce's.
+pub(crate) fn resolve_slice<I: Copy + Sync, P: Copy + Default + Send>(
+    values: &[I],
+    convert: impl Fn(I) -> (P, bool) + Sync,
+) -> Result<Vec<P>, BadIndex> {
+    let one = |v: I, good: &mut bool| {
+        let (p, ok) = convert(v);
+        *good &= ok;
+        p
+    };
+    if !crate::plan::worth_parallel(size_of_val(values)) {
+        let mut good = true;
+        let out: Vec<P> = values.iter().map(|&v| one(v, &mut good)).collect();
+        return if good { Ok(out) } else { Err(BadIndex) };
+    }
+    // Every slot is written by its range's job: allocated zeroed (for the primitive types
+    // resolved here), not written twice.
+    let mut out = vec![P::default(); values.len()];
+    let ranges = Ranges::new(values.len(), size_of_val(values), RESOLVE_RANGE_BYTES);
+    let parts: Vec<Mutex<&mut [P]>> = out.chunks_mut(ranges.per).map(Mutex::new).collect();
+    let outcome = schedule::run_jobs(ranges.count, false, |c| {
+        let mut good = true;
+        // Each part is locked once, by its own job: never poisoned.
+        let mut to = parts[c].lock().map_err(|_| BadIndex)?;
+        for (p, &v) in to.iter_mut().zip(&values[ranges.get(c)]) {
+            *p = one(v, &mut good);
+        }
+        if good { Ok(()) } else { Err(BadIndex) }
+    });
+    drop(parts);
+    outcome.finish().map(|()| out)
 }

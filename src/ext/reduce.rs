@@ -26,8 +26,8 @@ use crate::segments::Segments;
 ///
 /// | library | here |
 /// |---|---|
-/// | torch `F.embedding_bag(idx, table, offsets, mode=m, per_sample_weights=w, padding_idx=k)`, `nn.EmbeddingBag` | `table.gather_reduce(&idx, Segments::starts(&offsets), 0, m.weighted(&w).skip(k))` |
-/// | torch `embedding_bag(.., include_last_offset=True)`, torch_scatter `segment_csr(x[idx], indptr)` | `Segments::offsets(&indptr)` |
+/// | torch `F.embedding_bag(idx, table, offsets, mode=m, per_sample_weights=w, padding_idx=k)`, `nn.EmbeddingBag` | `table.gather_reduce(&idx, Segments::starts(&offsets), 0, m.weighted(&w).skip(k))`: torch's `offsets` are `starts`; a negative id counts from the end (torch raises); FBGEMM's pruned `-1` is `.skip(-1)` |
+/// | torch `embedding_bag(.., include_last_offset=True)`, torch_scatter `segment_csr(x[idx], indptr)`, SciPy CSR | `Segments::indptr(&indptr)` |
 /// | torch `segment_reduce(data, r, lengths=l)`, TF `segment_*` (sorted ids) | `data.segment_reduce(Segments::lengths(&l), 0, r)` |
 /// | torch `zeros.index_reduce_(0, dst, x[src], r, include_self=False)`, `index_add_`, `scatter_reduce(.., include_self=False)` | `x.gather_reduce(&src, Segments::ids(&dst, n), 0, r)` |
 /// | torch_scatter `scatter(x[src], dst, dim_size=n, reduce=r)`, PyG aggregation, DGL `update_all(copy_u, r)` | the same |
@@ -123,7 +123,7 @@ where
     ///
     /// let table = array![[1.0_f32, 2.0], [3.0, 4.0]];
     /// let mut out = Array2::zeros((2, 2));
-    /// table.gather_reduce_into(&[1, 1, 0], Segments::offsets(&[0, 2, 3]), 0, Pooling::Max, &mut out)?;
+    /// table.gather_reduce_into(&[1, 1, 0], Segments::indptr(&[0, 2, 3]), 0, Pooling::Max, &mut out)?;
     /// assert_eq!(out, array![[3.0, 4.0], [1.0, 2.0]]);
     /// # Ok::<(), GatherError>(())
     /// ```
@@ -238,7 +238,7 @@ where
     /// use ndarray_gather::prelude::*;
     ///
     /// let mut out = Array1::zeros(2);
-    /// array![1, 2, 3].segment_reduce_into(Segments::offsets(&[0, 1, 3]), 0, Pooling::Prod, &mut out)?;
+    /// array![1, 2, 3].segment_reduce_into(Segments::indptr(&[0, 1, 3]), 0, Pooling::Prod, &mut out)?;
     /// assert_eq!(out, array![1, 6]);
     /// # Ok::<(), GatherError>(())
     /// ```

@@ -4,7 +4,7 @@
 
 use std::marker::PhantomData;
 
-use ndarray::{ArrayRef, Dimension};
+use ndarray::{ArrayRef, Dimension, IntoDimension};
 
 use super::positions::{Positions, broadcast_positions, resolved};
 use super::standard::{Lowered, fold_runs, standard};
@@ -15,6 +15,7 @@ use crate::error::GatherError;
 use crate::index::{GatherIndex, IndexMode};
 use crate::indices::IndexArray;
 use crate::lower::{self, Lowering};
+use crate::rank::GatherRank;
 use crate::small::Small;
 
 impl GatherPlan {
@@ -33,13 +34,13 @@ impl GatherPlan {
     /// use ndarray_gather::prelude::*;
     ///
     /// let points = array![[[[2_i64, 1]], [[0, 0]]]]; // [1, 2, 1, 2]: two (x, y) pairs
-    /// let plan = GatherPlan::multiaxis(&[1, 2, 3, 2], &points, &[2, 1])?;
+    /// let plan = GatherPlan::multiaxis([1, 2, 3, 2], &points, &[2, 1])?;
     /// let img = Array::from_shape_fn((1, 2, 3, 2), |(_, y, x, c)| 100 * y + 10 * x + c);
     /// assert_eq!(plan.apply(&img)?, array![[[[120, 121]], [[0, 1]]]]);
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn multiaxis<I: GatherIndex, E: Dimension>(
-        input_shape: &[usize],
+        input_shape: impl IntoDimension,
         indices: impl IndexArray<I, E>,
         axes: &[usize],
     ) -> Result<GatherPlan<E>, GatherError> {
@@ -65,21 +66,21 @@ impl GatherPlan {
     /// use ndarray::{Array2, array};
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherPlan::gather(&[1000, 4], &array![[7_i64, 7], [999, 0]], 0)?;
+    /// let plan = GatherPlan::gather([1000, 4], &array![[7_i64, 7], [999, 0]], 0)?;
     /// for layer in 0..3 {
     ///     let table = Array2::from_shape_fn((1000, 4), |(i, j)| (layer * 10_000 + i * 4 + j) as f32);
     ///     let rows = plan.apply(&table)?; // [2, 2, 4]
     ///     assert_eq!(rows[[1, 0, 3]], table[[999, 3]]);
     /// }
-    /// let e = GatherPlan::gather(&[1000, 4], &array![1000_i64], 0).unwrap_err();
+    /// let e = GatherPlan::gather([1000, 4], &array![1000_i64], 0).unwrap_err();
     /// assert!(e.to_string().starts_with("GatherPlan::gather: index 1000 at position [0]"));
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn gather<I: GatherIndex, E: Dimension>(
-        input_shape: &[usize],
+    pub fn gather<Sh: IntoDimension, I: GatherIndex, E: GatherRank<Sh::Dim>>(
+        input_shape: Sh,
         indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
-    ) -> Result<GatherPlan, GatherError> {
+    ) -> Result<GatherPlan<E::Out>, GatherError> {
         let lowering = Lowering::gather(axis);
         Self::new(
             "GatherPlan::gather",
@@ -102,12 +103,12 @@ impl GatherPlan {
     /// use ndarray::array;
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherPlan::gather_elements(&[2, 3], &array![[2_i32, 0], [-1, 1]], 1)?;
+    /// let plan = GatherPlan::gather_elements([2, 3], &array![[2_i32, 0], [-1, 1]], 1)?;
     /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3, 1], [6, 5]]);
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn gather_elements<I: GatherIndex, E: Dimension>(
-        input_shape: &[usize],
+        input_shape: impl IntoDimension,
         indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
     ) -> Result<GatherPlan<E>, GatherError> {
@@ -134,7 +135,7 @@ impl GatherPlan {
     /// use ndarray_gather::prelude::*;
     ///
     /// let pattern = array![[0_i64, 1], [2, 2]]; // two (row, col) points
-    /// let plan = GatherPlan::gather_nd(&[3, 3], &pattern, 0)?;
+    /// let plan = GatherPlan::gather_nd([3, 3], &pattern, 0)?;
     /// for t in 0..2 {
     ///     let frame = Array::from_shape_fn((3, 3), |(r, c)| 100 * t + 10 * r + c);
     ///     assert_eq!(plan.apply(&frame)?, array![100 * t + 1, 100 * t + 22].into_dyn());
@@ -142,7 +143,7 @@ impl GatherPlan {
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn gather_nd<I: GatherIndex, E: Dimension>(
-        input_shape: &[usize],
+        input_shape: impl IntoDimension,
         indices: impl IndexArray<I, E>,
         batch_dims: usize,
     ) -> Result<GatherPlan, GatherError> {
@@ -167,12 +168,12 @@ impl GatherPlan {
     /// use ndarray::array;
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherPlan::gather_batched(&[2, 3], &array![[2_i64], [0]], 1, 1)?;
+    /// let plan = GatherPlan::gather_batched([2, 3], &array![[2_i64], [0]], 1, 1)?;
     /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3], [4]].into_dyn());
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn gather_batched<I: GatherIndex, E: Dimension>(
-        input_shape: &[usize],
+        input_shape: impl IntoDimension,
         indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
         batch_dims: usize,
@@ -198,16 +199,16 @@ impl GatherPlan {
     /// use ndarray::array;
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherPlan::take(&[2, 2], &array![-1_i64, 4], None, IndexMode::Wrap)?;
+    /// let plan = GatherPlan::take([2, 2], &array![-1_i64, 4], None, IndexMode::Wrap)?;
     /// assert_eq!(plan.apply(&array![[1, 2], [3, 4]])?, array![4, 1].into_dyn());
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn take<I: GatherIndex, E: Dimension>(
-        input_shape: &[usize],
+    pub fn take<Sh: IntoDimension, I: GatherIndex, E: GatherRank<Sh::Dim>, X: TakeAxis>(
+        input_shape: Sh,
         indices: impl IndexArray<I, E>,
-        axis: impl TakeAxis,
+        axis: X,
         mode: IndexMode,
-    ) -> Result<GatherPlan, GatherError> {
+    ) -> Result<GatherPlan<X::Out<Sh::Dim, E>>, GatherError> {
         let lowering = Lowering::take(axis);
         Self::new("GatherPlan::take", lowering, input_shape, indices, mode)
     }
@@ -224,12 +225,12 @@ impl GatherPlan {
     /// use ndarray_gather::prelude::*;
     ///
     /// // The indices broadcast over the rows; the plan stores them once.
-    /// let plan = GatherPlan::take_along_axis(&[2, 3], &array![[2_u32, 0]], 1)?;
+    /// let plan = GatherPlan::take_along_axis([2, 3], &array![[2_u32, 0]], 1)?;
     /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3, 1], [6, 4]]);
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn take_along_axis<I: GatherIndex, E: Dimension>(
-        input_shape: &[usize],
+        input_shape: impl IntoDimension,
         indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
     ) -> Result<GatherPlan<E>, GatherError> {
@@ -249,12 +250,13 @@ impl GatherPlan {
     fn new<I: GatherIndex, E: Dimension, O: Dimension>(
         op: &'static str,
         lowering: Lowering,
-        input_shape: &[usize],
+        input_shape: impl IntoDimension,
         indices: impl IndexArray<I, E>,
         mode: IndexMode,
     ) -> Result<GatherPlan<O>, GatherError> {
+        let input_shape = input_shape.into_dimension();
         indices.with_ref(op, |indices| {
-            Self::build(op, lowering, input_shape, indices, mode)
+            Self::build(op, lowering, input_shape.slice(), indices, mode)
         })
     }
 

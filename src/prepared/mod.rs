@@ -64,14 +64,20 @@ use crate::small::Small;
 /// costs about one gather call. A plan has no lifetime: it is `Clone + Debug + Send +
 /// Sync`, and one plan can serve many threads.
 ///
-/// # The output's type
-/// The type parameter is the outputs' dimension type. Plans of the methods that keep the
-/// rank ([`multiaxis`](GatherPlan::multiaxis), [`gather_elements`](GatherPlan::gather_elements),
-/// [`take_along_axis`](GatherPlan::take_along_axis)) have their indices' (a `GatherPlan<Ix2>`
-/// from 2-D indices applies to an `Array2` and returns one); the others, whose output rank
-/// depends on the input shape (a slice) or on `batch_dims`, are `GatherPlan` =
-/// `GatherPlan<IxDyn>` and return `ArrayD` (`.into_dimensionality()?` types it).
-/// [`into_dyn`](GatherPlan::into_dyn) makes any plan a `GatherPlan`.
+/// # The input shape and the output's type
+/// The input shape is anything `ndarray::IntoDimension` takes: `x.shape()`, `x.dim()`,
+/// `x.raw_dim()`, `[4, 2]`, `(4, 2)`. The type parameter is the outputs' dimension type,
+/// as the method's: plans of the methods that keep the rank
+/// ([`multiaxis`](GatherPlan::multiaxis), [`gather_elements`](GatherPlan::gather_elements),
+/// [`take_along_axis`](GatherPlan::take_along_axis)) have their indices' (a
+/// `GatherPlan<Ix2>` from 2-D indices applies to an `Array2` and returns one);
+/// [`gather`](GatherPlan::gather) and [`take`](GatherPlan::take) with an axis follow the
+/// shape's type and the indices' rank as the methods follow the input's (1-D indices over
+/// `table.dim()` give an `Array2`; over `table.shape()`, a slice, an `ArrayD`);
+/// [`gather_nd`](GatherPlan::gather_nd) and [`gather_batched`](GatherPlan::gather_batched),
+/// whose rank depends on `batch_dims`, are `GatherPlan` = `GatherPlan<IxDyn>` and return
+/// `ArrayD` (`.into_dimensionality()?` types it). [`into_dyn`](GatherPlan::into_dyn) makes
+/// any plan a `GatherPlan`.
 ///
 /// A plan is also how to gather into an existing output with any of the wrappers:
 /// [`apply_into`](GatherPlan::apply_into).
@@ -82,10 +88,11 @@ use crate::small::Small;
 /// use ndarray_gather::prelude::*;
 ///
 /// let ids = array![2_i64, -1, 0];
-/// let plan = GatherPlan::gather(&[4, 2], &ids, 0)?; // indices checked here, once
+/// let plan = GatherPlan::gather([4, 2], &ids, 0)?; // indices checked here, once
 /// assert_eq!(plan.output_shape(), &[3, 2]);
 /// let table = array![[0.0, 0.1], [1.0, 1.1], [2.0, 2.1], [3.0, 3.1]];
-/// assert_eq!(plan.apply(&table)?, table.gather(&ids, 0)?.into_dyn()); // (a typed Array2)
+/// let rows: Array2<f64> = plan.apply(&table)?; // typed, as the method's result
+/// assert_eq!(rows, table.gather(&ids, 0)?);
 /// // Any input of the same shape, any element type, into a reused output.
 /// let mut out = Array2::zeros((3, 2));
 /// plan.apply_into(&array![[0, 1], [10, 11], [20, 21], [30, 31]], &mut out)?;
@@ -121,7 +128,7 @@ impl<O: Dimension> GatherPlan<O> {
     /// use ndarray::array;
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherPlan::gather(&[5, 2], &array![1_i64], 0)?;
+    /// let plan = GatherPlan::gather([5, 2], &array![1_i64], 0)?;
     /// assert_eq!(plan.input_shape(), &[5, 2]);
     /// # Ok::<(), GatherError>(())
     /// ```
@@ -135,7 +142,7 @@ impl<O: Dimension> GatherPlan<O> {
     /// use ndarray::array;
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherPlan::gather(&[5, 2], &array![[1_i64, 2, 3]], 0)?;
+    /// let plan = GatherPlan::gather([5, 2], &array![[1_i64, 2, 3]], 0)?;
     /// assert_eq!(plan.output_shape(), &[1, 3, 2]);
     /// # Ok::<(), GatherError>(())
     /// ```
@@ -156,7 +163,7 @@ impl<O: Dimension> GatherPlan<O> {
     /// use ndarray::{Array2, ShapeBuilder, array};
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherPlan::gather_elements(&[2, 2], &array![[1_i64, 1], [0, 1]], 0)?;
+    /// let plan = GatherPlan::gather_elements([2, 2], &array![[1_i64, 1], [0, 1]], 0)?;
     /// // A Fortran-order input gives the same result as a C-order one.
     /// let f = Array2::from_shape_vec((2, 2).f(), vec![1, 3, 2, 4]).unwrap();
     /// assert_eq!(plan.apply(&f)?, array![[3, 4], [1, 4]]);
@@ -214,7 +221,7 @@ impl<O: Dimension> GatherPlan<O> {
     /// use ndarray::{Array3, array};
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherPlan::gather(&[3, 2], &array![[2_i64, 0]], 0)?;
+    /// let plan = GatherPlan::gather([3, 2], &array![[2_i64, 0]], 0)?;
     /// let mut out = Array3::zeros((1, 2, 2));
     /// plan.apply_into(&array![[1, 2], [3, 4], [5, 6]], &mut out)?;
     /// assert_eq!(out, array![[[5, 6], [1, 2]]]);
@@ -255,8 +262,8 @@ impl<O: Dimension> GatherPlan<O> {
     /// use ndarray_gather::prelude::*;
     ///
     /// let plans: Vec<GatherPlan> = vec![
-    ///     GatherPlan::gather(&[3, 2], &array![2_i64], 0)?,
-    ///     GatherPlan::gather_elements(&[3, 2], &array![[2_i64, 0]], 0)?.into_dyn(),
+    ///     GatherPlan::gather([3, 2], &array![2_i64], 0)?.into_dyn(),
+    ///     GatherPlan::gather_elements([3, 2], &array![[2_i64, 0]], 0)?.into_dyn(),
     /// ];
     /// let x = array![[0, 1], [10, 11], [20, 21]];
     /// assert_eq!(plans[1].apply(&x)?, array![[20, 1]].into_dyn());

@@ -30,7 +30,7 @@ macro_rules! with_positions {
 }
 
 /// A type resolved positions are stored in.
-pub(crate) trait Position: GatherIndex + PartialEq {
+pub(crate) trait Position: GatherIndex + PartialEq + Default {
     /// `i`, which the caller knows fits.
     fn from_position(i: usize) -> Self;
     /// The position.

@@ -1,15 +1,14 @@
 //! [`GatherReducePlan`]: a gather-reduce's indices checked and resolved, and its segments
 //! sorted into CSR, once, for many inputs (a graph's every layer and epoch).
 
-use ndarray::{Array, ArrayRef, Dimension};
+use ndarray::{Array, ArrayRef, Dimension, IntoDimension};
 
 use crate::axis::{AxisArg, normalize_axis};
-use crate::call::reduce::{Done, Frame, Out, check_pool, check_rows};
+use crate::call::reduce::{Done, Frame, Out, check_pool, resolve_rows, with_rows};
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
-use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Csr, Entries, Geometry, Indexed, Pooler, sorted};
+use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, sorted};
 use crate::plan::reduce::ReduceWalk;
 use crate::pool::{Pool, PoolElement};
 use crate::segments::{Checked, Segments};
@@ -30,7 +29,7 @@ use crate::segments::{Checked, Segments};
 ///
 /// // A graph of 3 nodes: edges src -> dst.
 /// let (src, dst) = ([0, 1, 2, 0], [1, 1, 0, 2]);
-/// let plan = GatherReducePlan::new(&[3, 2], &src, Segments::ids(&dst, 3), 0)?;
+/// let plan = GatherReducePlan::new([3, 2], &src, Segments::ids(&dst, 3), 0)?;
 /// let x = array![[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]];
 /// let mut h = Array2::zeros((3, 2));
 /// plan.apply_into(&x, Pooling::Sum, &mut h)?;
@@ -43,7 +42,7 @@ pub struct GatherReducePlan {
     shape: Vec<usize>,
     axis: usize,
     positions: usize,
-    skip: Option<i64>,
+    skip: Option<i128>,
     /// The positions by segment, their rows resolved.
     csr: Csr,
 }
@@ -56,7 +55,7 @@ impl GatherReducePlan {
     /// use ndarray_gather::prelude::*;
     ///
     /// // A bad index is the plan's error, named after it.
-    /// let err = GatherReducePlan::new(&[2, 2], &[0, 2], Segments::uniform(2), 0).unwrap_err();
+    /// let err = GatherReducePlan::new([2, 2], &[0, 2], Segments::uniform(2), 0).unwrap_err();
     /// assert!(err.to_string().starts_with("GatherReducePlan::new: index 2"));
     /// ```
     ///
@@ -64,7 +63,7 @@ impl GatherReducePlan {
     /// As `gather_reduce`'s (but the pool's): the axis, the segments, the indices; and
     /// [`SizeOverflow`](GatherError::SizeOverflow) if the plan cannot be allocated.
     pub fn new<I: GatherIndex, E: Dimension, J: GatherIndex>(
-        shape: &[usize],
+        shape: impl IntoDimension,
         indices: impl IndexArray<I, E>,
         segments: Segments<'_, J>,
         axis: impl AxisArg,
@@ -86,7 +85,7 @@ impl GatherReducePlan {
     /// use ndarray::array;
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherReducePlan::new_skipping(&[3, 1], &[2, 0, 1, 0], 0, Segments::uniform(2), 0)?;
+    /// let plan = GatherReducePlan::new_skipping([3, 1], &[2, 0, 1, 0], 0, Segments::uniform(2), 0)?;
     /// let table = array![[10.0], [20.0], [30.0]];
     /// assert_eq!(plan.apply(&table, Pooling::Mean.skip(0))?, array![[30.0], [20.0]]);
     /// # Ok::<(), GatherError>(())
@@ -95,9 +94,9 @@ impl GatherReducePlan {
     /// # Errors
     /// As [`new`](Self::new).
     pub fn new_skipping<I: GatherIndex, E: Dimension, J: GatherIndex>(
-        shape: &[usize],
+        shape: impl IntoDimension,
         indices: impl IndexArray<I, E>,
-        skip: i64,
+        skip: impl GatherIndex,
         segments: Segments<'_, J>,
         axis: impl AxisArg,
     ) -> Result<Self, GatherError> {
@@ -105,7 +104,7 @@ impl GatherReducePlan {
             "GatherReducePlan::new_skipping",
             shape,
             indices,
-            Some(skip),
+            Some(skip.to_i128()),
             segments,
             axis.signed(),
         )
@@ -113,32 +112,28 @@ impl GatherReducePlan {
 
     fn build<I: GatherIndex, E: Dimension, J: GatherIndex>(
         op: &'static str,
-        shape: &[usize],
+        shape: impl IntoDimension,
         indices: impl IndexArray<I, E>,
-        skip: Option<i64>,
+        skip: Option<i128>,
         segments: Segments<'_, J>,
         axis: isize,
     ) -> Result<Self, GatherError> {
+        let shape = shape.into_dimension();
+        let shape = shape.slice();
         let axis = normalize_axis(op, axis, shape.len())?;
         indices.with_ref(op, |ix| {
-            let mut keep = None;
-            let rows = Indexed::new(ix, &mut keep, shape[axis], skip);
-            let positions = rows.len();
+            let positions = ix.len();
             let segs = Checked::new(op, &segments, positions)?;
-            check_rows(op, &rows, axis, shape[axis])?;
-            let csr = match &segs {
-                Checked::Sorted(bounds, n) => {
-                    Csr::by_ranges(&rows, shape[axis], positions, *n, |s| bounds.get(s))
-                }
-                Checked::Ids(ids, n) => Csr::by_ids(&rows, shape[axis], *ids, *n),
-            };
+            let rows = resolve_rows(op, ix, axis, shape[axis], skip)?;
             // The plan holds `u32` rows and positions, 8 bytes per position.
-            let csr = csr
-                .map_err(|BadIndex| internal(op, "an index out of range after the check"))?
-                .ok_or_else(|| GatherError::SizeOverflow {
-                    op,
-                    shape: ix.shape().to_vec(),
-                })?;
+            let csr = with_rows!(rows, r => match &segs {
+                Checked::Sorted(bounds, n) => Csr::by_ranges(r, shape[axis], positions, *n, |s| bounds.get(s)),
+                Checked::Ids(ids, n) => Csr::by_ids(r, shape[axis], *ids, *n),
+            })
+            .ok_or_else(|| GatherError::SizeOverflow {
+                op,
+                shape: ix.shape().to_vec(),
+            })?;
             Ok(GatherReducePlan {
                 shape: shape.to_vec(),
                 axis,
@@ -155,7 +150,7 @@ impl GatherReducePlan {
     /// ```
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherReducePlan::new(&[5, 3], &[4, 0, 4], Segments::ids(&[1, 1, 0], 2), 0)?;
+    /// let plan = GatherReducePlan::new([5, 3], &[4, 0, 4], Segments::ids(&[1, 1, 0], 2), 0)?;
     /// assert_eq!((plan.shape(), plan.segments(), plan.positions()), (&[5, 3][..], 2, 3));
     /// # Ok::<(), GatherError>(())
     /// ```
@@ -179,7 +174,7 @@ impl GatherReducePlan {
     /// use ndarray::array;
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherReducePlan::new(&[3], &[2, 2, 0], Segments::starts(&[0, 2]), 0)?;
+    /// let plan = GatherReducePlan::new([3], &[2, 2, 0], Segments::starts(&[0, 2]), 0)?;
     /// assert_eq!(plan.apply(&array![1.0, 2.0, 4.0], Pooling::Sum)?, array![8.0, 1.0]);
     /// let w = [0.5, 0.5, 3.0];
     /// assert_eq!(plan.apply(&array![1.0, 2.0, 4.0], Pooling::Sum.weighted(&w))?, array![4.0, 3.0]);
@@ -207,7 +202,7 @@ impl GatherReducePlan {
     /// use ndarray::{Array1, array};
     /// use ndarray_gather::prelude::*;
     ///
-    /// let plan = GatherReducePlan::new(&[3], &[2, 2, 0], Segments::starts(&[0, 2]), 0)?;
+    /// let plan = GatherReducePlan::new([3], &[2, 2, 0], Segments::starts(&[0, 2]), 0)?;
     /// let mut out = Array1::zeros(2);
     /// plan.apply_into(&array![1.0, 2.0, 4.0], Pooling::Max, &mut out)?;
     /// assert_eq!(out, array![4.0, 1.0]);
@@ -265,6 +260,6 @@ impl GatherReducePlan {
 }
 
 /// A skip value in words: the index, or "no index".
-fn skipped(skip: Option<i64>) -> String {
+fn skipped(skip: Option<i128>) -> String {
     skip.map_or_else(|| "no index".to_string(), |v| v.to_string())
 }

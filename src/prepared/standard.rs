@@ -7,6 +7,7 @@ use super::positions::{Position, Positions, broadcast_positions};
 use crate::call::{Call, fresh_loops};
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode, Raise};
+use crate::kernel::walk::each_lane;
 use crate::kernel::{BadIndex, Operand, Store, Task};
 use crate::lower::{self, Lowering};
 use crate::plan::policy::MIN_RUN;
@@ -120,13 +121,12 @@ pub(crate) fn fold_runs<P: Position>(standard: Standard, positions: &ArrayD<P>) 
         return standard;
     }
     // The run length: the gcd of the lane's length and of every position that does not
-    // continue its predecessor's run.
+    // continue its predecessor's run, over every lane (the kernel's own lane walk; a run
+    // too short stops it).
     let mut r = lane.len;
-    let mut lanes: Small<usize> = outer.iter().map(|_| 0).collect(); // an odometer
-    'lanes: loop {
-        let at: isize = outer.iter().zip(&lanes).map(|(l, &k)| l.idx * k as isize).sum();
+    let scan = each_lane(outer, |at| {
         let value = |i: usize| {
-            let o = at + a.comp + i as isize * lane.idx;
+            let o = at.idx + a.comp + i as isize * lane.idx;
             usize::try_from(o)
                 .ok()
                 .and_then(|o| p.get(o))
@@ -138,19 +138,15 @@ pub(crate) fn fold_runs<P: Position>(standard: Standard, positions: &ArrayD<P>) 
             if prev.is_none() || v != prev.map(|p| p + 1) {
                 r = gcd(r, i);
                 if r < MIN_RUN {
-                    return standard;
+                    return Err(BadIndex);
                 }
             }
             prev = v;
         }
-        for (k, l) in lanes.iter_mut().zip(outer).rev() {
-            *k += 1;
-            if *k < l.len {
-                continue 'lanes;
-            }
-            *k = 0;
-        }
-        break;
+        Ok(())
+    });
+    if scan.is_err() {
+        return standard;
     }
     let mut loops: Small<Loop> = outer.iter().copied().collect();
     if r < lane.len {

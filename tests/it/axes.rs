@@ -116,7 +116,7 @@ fn an_axis_out_of_range_is_named_whichever_way_it_is_written() {
         (x.gather(&ids, -3).unwrap_err(), -3),
         (x.take(&ids, Axis(5), IndexMode::Raise).unwrap_err(), 5),
         (
-            GatherPlan::take_along_axis(&[2, 2], &array![[0_i64]], Axis(7)).unwrap_err(),
+            GatherPlan::take_along_axis([2, 2], &array![[0_i64]], Axis(7)).unwrap_err(),
             7,
         ),
         (

@@ -175,3 +175,59 @@ fn a_closure_names_its_element_type_once() {
     assert_eq!(with, max);
     assert_eq!(with, array![0.0, 0.0, 4.0]);
 }
+
+/// Decisions 27-31 written the way a newcomer wrote them: one `Segments` value reused,
+/// offsets from a `Vec`, a `usize` padding row, an `i64` segment count, plan shapes from
+/// `dim()`, a typed plan result.
+#[test]
+fn a_newcomers_bags_and_plans_compile_and_agree() {
+    const PAD: usize = 0;
+    let t = Array::from_shape_fn((5, 3), |(i, j)| (10 * i + j) as f32);
+    let ids: Vec<i64> = vec![1, PAD as i64, 4, 2, 2];
+    let offsets: Vec<i64> = vec![0, 2, 5];
+    let segs = Segments::starts(&offsets); // `Copy`: no clone below
+    let sum = t.gather_reduce(&ids, segs, 0, Pooling::Sum.skip(PAD)).unwrap();
+    let mean = t.gather_reduce(&ids, segs, 0, Pooling::Mean.skip(PAD)).unwrap();
+    assert_eq!(sum.row(0), t.row(1));
+    assert_eq!(mean.row(1), (&t.row(4) + &t.row(2) + t.row(2)) / 3.0);
+    // The segments in every form indices take.
+    let view = ArrayView1::from(&offsets[..]);
+    let arr = Array1::from(offsets.clone());
+    for s in [
+        Segments::starts(&offsets[..]),
+        Segments::starts(view),
+        #[allow(clippy::needless_borrows_for_generic_args)] // (the borrowed form, on purpose)
+        Segments::starts(&view),
+        Segments::starts(&arr),
+        Segments::starts(&[0_i64, 2, 5]),
+    ] {
+        assert_eq!(t.gather_reduce(&ids, s, 0, Pooling::Sum.skip(PAD)).unwrap(), sum);
+    }
+    // A graph's segment count as an `i64`, a length as a `u32`.
+    let (dst, n): (Vec<i64>, i64) = (vec![1, 0, 1, 0, 2], 3);
+    let h = t
+        .gather_reduce(&ids, Segments::ids(&dst, n), 0, Pooling::Sum)
+        .unwrap();
+    assert_eq!(h.row(2), t.row(2));
+    let len: u32 = 5;
+    assert_eq!(
+        t.gather_reduce(&ids, Segments::uniform(len), 0, Pooling::Max)
+            .unwrap()
+            .dim(),
+        (1, 3)
+    );
+    // Plan shapes as the arrays report them; a typed plan result.
+    let plan = GatherReducePlan::new(t.dim(), &ids, Segments::ids(&dst, n), 0).unwrap();
+    assert_eq!(plan.apply(&t, Pooling::Sum).unwrap(), h);
+    let plan = GatherReducePlan::new_skipping(t.raw_dim(), &ids, PAD, segs, 0).unwrap();
+    assert_eq!(plan.apply(&t, Pooling::Sum.skip(PAD)).unwrap(), sum);
+    let rows: Array2<f32> = GatherPlan::gather(t.dim(), &ids, 0).unwrap().apply(&t).unwrap();
+    assert_eq!(rows, t.gather(&ids, 0).unwrap());
+    let taken: Array2<f32> = GatherPlan::take(t.dim(), &ids, ndarray::Axis(0), IndexMode::Raise)
+        .unwrap()
+        .apply(&t)
+        .unwrap();
+    assert_eq!(taken, rows);
+    let dynamic: ArrayD<f32> = GatherPlan::gather(t.shape(), &ids, 0).unwrap().apply(&t).unwrap();
+    assert_eq!(dynamic, rows.into_dyn());
+}

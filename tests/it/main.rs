@@ -13,6 +13,7 @@ mod habits;
 #[cfg(not(miri))]
 mod huge;
 mod lanes;
+mod messages;
 mod orders;
 mod panics;
 mod parallel;

@@ -118,7 +118,7 @@ fn tiny_gathers_drop_what_they_cloned() {
     // A clone that panics midway: 20 elements gathered, the sixth clone panics.
     check(1, || drop(a.gather(&rows, 0).unwrap()));
     check(1, || drop(a.take_along_axis(&elem, 1).unwrap()));
-    let plan = GatherPlan::gather(&[6, 4], &rows, 0).unwrap();
+    let plan = GatherPlan::gather([6, 4], &rows, 0).unwrap();
     check(1, || drop(plan.apply(&a).unwrap()));
     // A bad index in the fourth row: the three rows before it were cloned, then dropped.
     let bad = ndarray::array![5_i64, 0, 3, 6, 1];

@@ -21,7 +21,7 @@ mod source;
 
 pub(crate) use self::pool::{Pooler, Tally};
 pub(crate) use self::sort::Csr;
-pub(crate) use self::source::{Entries, Identity, Indexed, Positions, Source};
+pub(crate) use self::source::{Entries, Identity, Positions, Resolved, Row, Source};
 use super::BadIndex;
 use super::isa::Isa;
 use super::prefetch::{prefetch_block, prefetch_line};
@@ -261,7 +261,7 @@ unsafe fn segment<A: PoolElement, E: Entries>(
         if ahead < total {
             g.prefetch(g.x_row(e.peek(ahead)));
         }
-        let Some((r, pos)) = e.entry(k)? else { continue };
+        let Some((r, pos)) = e.entry(k) else { continue };
         if r >= g.rows {
             return Err(BadIndex);
         }
@@ -352,7 +352,7 @@ pub(super) fn walk_span<A: PoolElement, S: Source, J: GatherIndex>(
             g.prefetch(g.out_row(s).0);
         }
         let Some(s) = id(q) else { continue };
-        let Some(r) = rows.row(q)? else { continue };
+        let Some(r) = rows.row(q) else { continue };
         if r >= g.rows {
             return Err(BadIndex);
         }

@@ -263,7 +263,7 @@ impl<E: Entries> Sorted<'_, E> {
             if k + REDUCE_AHEAD < total {
                 prefetch_block(g.x_row(e.peek(k + REDUCE_AHEAD)).wrapping_add(c), bytes);
             }
-            let Some((r, pos)) = e.entry(k)? else { continue };
+            let Some((r, pos)) = e.entry(k) else { continue };
             if r >= g.rows {
                 return Err(BadIndex);
             }

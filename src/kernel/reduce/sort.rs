@@ -11,7 +11,6 @@ use ndarray::ArrayView1;
 
 use super::{Entries, Source};
 use crate::index::GatherIndex;
-use crate::kernel::BadIndex;
 use crate::kernel::prefetch::prefetch_line;
 use crate::plan::policy::SORT_AHEAD;
 
@@ -44,17 +43,17 @@ impl Csr {
     }
 
     /// The positions of `ids` (each below `count`) by segment, their rows from `rows`
-    /// (below `axis_len`). `Ok(None)` if they do not fit `u32` entries or the memory is not
-    /// there; `Err` for an index out of range.
+    /// (below `axis_len`). `None` if they do not fit `u32` entries or the memory is not
+    /// there.
     pub fn by_ids<S: Source, J: GatherIndex>(
         rows: &S,
         axis_len: usize,
         ids: ArrayView1<'_, J>,
         count: usize,
-    ) -> Result<Option<Csr>, BadIndex> {
+    ) -> Option<Csr> {
         let n = ids.len();
         if !Self::fits(axis_len, n) {
-            return Ok(None);
+            return None;
         }
         // Per segment, its count of positions, then its next free entry: `u32` (the
         // positions fit), so that the counters of 100k segments stay in the L2 cache.
@@ -63,7 +62,7 @@ impl Csr {
             zeroed::<u32>(count),
             zeroed::<[u32; 2]>(n),
         ) else {
-            return Ok(None);
+            return None;
         };
         // Checked ids are below `count`; indexing is checked all the same.
         let id = |q: usize| ids[q].to_i128() as usize;
@@ -84,9 +83,9 @@ impl Csr {
             let slot = &mut next[id(q)];
             let k = *slot as usize;
             *slot += 1;
-            entries[k] = [rows.row(q)?.map_or(SKIPPED, |r| r as u32), q as u32];
+            entries[k] = [rows.row(q).map_or(SKIPPED, |r| r as u32), q as u32];
         }
-        Ok(Some(Csr { offsets, entries }))
+        Some(Csr { offsets, entries })
     }
 
     /// Segments that are ranges of positions (`count` of them, segment `s` the positions
@@ -97,9 +96,9 @@ impl Csr {
         positions: usize,
         count: usize,
         bounds: impl Fn(usize) -> Range<usize>,
-    ) -> Result<Option<Csr>, BadIndex> {
+    ) -> Option<Csr> {
         if !Self::fits(axis_len, positions) {
-            return Ok(None);
+            return None;
         }
         let mut csr = Csr {
             offsets: Vec::new(),
@@ -108,17 +107,17 @@ impl Csr {
         if csr.offsets.try_reserve_exact(count + 1).is_err()
             || csr.entries.try_reserve_exact(positions).is_err()
         {
-            return Ok(None);
+            return None;
         }
         csr.offsets.push(0);
         for s in 0..count {
             for p in bounds(s) {
                 csr.entries
-                    .push([rows.row(p)?.map_or(SKIPPED, |r| r as u32), p as u32]);
+                    .push([rows.row(p).map_or(SKIPPED, |r| r as u32), p as u32]);
             }
             csr.offsets.push(csr.entries.len());
         }
-        Ok(Some(csr))
+        Some(csr)
     }
 
     /// The number of segments.
@@ -137,9 +136,9 @@ impl Entries for Csr {
         self.offsets[s]..self.offsets[s + 1]
     }
     #[inline(always)]
-    fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex> {
+    fn entry(&self, k: usize) -> Option<(usize, usize)> {
         let [r, pos] = self.entries[k];
-        Ok((r != SKIPPED).then_some((r as usize, pos as usize)))
+        (r != SKIPPED).then_some((r as usize, pos as usize))
     }
     #[inline(always)]
     fn peek(&self, k: usize) -> usize {

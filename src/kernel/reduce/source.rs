@@ -1,21 +1,18 @@
-//! Where each position's input row comes from: [`Source`] (the indices, or the input's
-//! own slices for `segment_reduce`) and [`Entries`] (positions grouped by segment: a
+//! Where each position's input row comes from: [`Source`] (the indices resolved into
+//! [`Resolved`] rows, or the input's own slices for `segment_reduce`) and [`Entries`] (positions grouped by segment: a
 //! call's ranges of positions, or a plan's CSR).
 
 use std::ops::Range;
 
-use ndarray::{ArrayRef, Dimension};
-
 use crate::index::GatherIndex;
-use crate::kernel::BadIndex;
 use crate::segments::Bounds;
 
 /// The input row each position reads.
 pub(crate) trait Source: Sync {
-    /// Position `p`'s row: `Ok(None)` if the position is skipped, `Err` if its index is
-    /// out of range. `p` is below the number of positions.
-    fn row(&self, p: usize) -> Result<Option<usize>, BadIndex>;
-    /// Position `p`'s row if its index is good, else anything (for a prefetch).
+    /// Position `p`'s row, `None` if the position is skipped. `p` is below the number of
+    /// positions.
+    fn row(&self, p: usize) -> Option<usize>;
+    /// Position `p`'s row if it has one, else anything (for a prefetch).
     fn peek(&self, p: usize) -> usize;
 }
 
@@ -25,8 +22,8 @@ pub(crate) trait Entries: Sync {
     fn len(&self) -> usize;
     /// Segment `s`'s entries (within `0..len()`).
     fn segment(&self, s: usize) -> Range<usize>;
-    /// Entry `k`'s row and position (`Ok(None)`: skipped).
-    fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex>;
+    /// Entry `k`'s row and position (`None`: skipped).
+    fn entry(&self, k: usize) -> Option<(usize, usize)>;
     /// Entry `k`'s row if its index is good, else anything (for a prefetch: unchecked).
     fn peek(&self, k: usize) -> usize;
 }
@@ -48,8 +45,8 @@ impl<S: Source, J: GatherIndex> Entries for Positions<'_, '_, S, J> {
         self.bounds.get(s)
     }
     #[inline(always)]
-    fn entry(&self, k: usize) -> Result<Option<(usize, usize)>, BadIndex> {
-        Ok(self.rows.row(k)?.map(|r| (r, k)))
+    fn entry(&self, k: usize) -> Option<(usize, usize)> {
+        self.rows.row(k).map(|r| (r, k))
     }
     #[inline(always)]
     fn peek(&self, k: usize) -> usize {
@@ -57,69 +54,58 @@ impl<S: Source, J: GatherIndex> Entries for Positions<'_, '_, S, J> {
     }
 }
 
-/// The indices of a gather-reduce, in row-major order, as the rows they read.
-pub(crate) struct Indexed<'a, I> {
-    idx: &'a [I],
-    shape: Vec<usize>,
-    axis_len: usize,
-    skip: Option<i128>,
+/// A resolved row, as a gather-reduce keeps one per position: `u32` where the axis allows
+/// (half the bytes of `i64` indices), else `usize`; [`Row::SKIP`] marks a skipped position.
+pub(crate) trait Row: Copy + Default + Eq + Send + Sync {
+    /// The value of a skipped position (never a row: the axis is shorter).
+    const SKIP: Self;
+    /// Row `r` (below the axis length, which the caller checked fits).
+    fn of(r: usize) -> Self;
+    /// The row as an index.
+    fn get(self) -> usize;
 }
 
-impl<'a, I: GatherIndex> Indexed<'a, I> {
-    /// `indices` (any rank) read along an axis of `axis_len`; `keep` holds a row-major copy
-    /// of indices that are not contiguous in row-major order (a slice: the kernel's walk
-    /// reads an index with one load).
-    pub fn new<E: Dimension>(
-        indices: &'a ArrayRef<I, E>,
-        keep: &'a mut Option<Vec<I>>,
-        axis_len: usize,
-        skip: Option<i64>,
-    ) -> Self {
-        let flat = match indices.as_slice() {
-            Some(v) => v,
-            None => keep.insert(indices.iter().copied().collect()),
-        };
-        Indexed {
-            idx: flat,
-            shape: indices.shape().to_vec(),
-            axis_len,
-            skip: skip.map(i128::from),
-        }
-    }
-
-    /// The number of positions.
-    pub fn len(&self) -> usize {
-        self.idx.len()
-    }
-
-    /// The first position whose index is out of range, with its value and its position
-    /// in the indices' shape; `None` if every index is good.
-    pub fn first_bad(&self) -> Option<(i128, usize, &[usize])> {
-        (0..self.len())
-            .find(|&p| self.row(p).is_err())
-            .map(|p| (self.idx[p].to_i128(), p, &self.shape[..]))
-    }
-}
-
-impl<I: GatherIndex> Source for Indexed<'_, I> {
+impl Row for u32 {
+    const SKIP: Self = u32::MAX;
     #[inline(always)]
-    fn row(&self, p: usize) -> Result<Option<usize>, BadIndex> {
-        let v = self.idx[p];
-        if self.skip == Some(v.to_i128()) {
-            return Ok(None);
-        }
-        v.resolve_raise(self.axis_len).map(Some).ok_or(BadIndex)
+    fn of(r: usize) -> Self {
+        r as u32
+    }
+    #[inline(always)]
+    fn get(self) -> usize {
+        self as usize
+    }
+}
+
+impl Row for usize {
+    const SKIP: Self = usize::MAX;
+    #[inline(always)]
+    fn of(r: usize) -> Self {
+        r
+    }
+    #[inline(always)]
+    fn get(self) -> usize {
+        self
+    }
+}
+
+/// A gather-reduce's indices resolved into rows, once, where the call or the plan checked
+/// them: position `p` reads input row `rows[p]`, or nothing where it is [`Row::SKIP`].
+pub(crate) struct Resolved<'a, R> {
+    pub rows: &'a [R],
+}
+
+impl<R: Row> Source for Resolved<'_, R> {
+    #[inline(always)]
+    fn row(&self, p: usize) -> Option<usize> {
+        let r = self.rows[p];
+        (r != R::SKIP).then(|| r.get())
     }
 
     #[inline(always)]
     fn peek(&self, p: usize) -> usize {
-        // A negative index counts from the end; a bad one gives some row to prefetch.
-        let v = self.idx[p].to_i128() as isize;
-        (if v < 0 {
-            v.wrapping_add(self.axis_len as isize)
-        } else {
-            v
-        }) as usize
+        // (A skipped position's value gives some row to prefetch.)
+        self.rows[p].get()
     }
 }
 
@@ -128,8 +114,8 @@ pub(crate) struct Identity;
 
 impl Source for Identity {
     #[inline(always)]
-    fn row(&self, p: usize) -> Result<Option<usize>, BadIndex> {
-        Ok(Some(p))
+    fn row(&self, p: usize) -> Option<usize> {
+        Some(p)
     }
 
     #[inline(always)]

@@ -109,7 +109,7 @@ fn max_keeps_the_first_of_ties_and_a_nan_stays() {
 fn integer_means_truncate_and_divisions_by_zero_give_zero() {
     let x = array![7_i32, -7, 2];
     let m = x
-        .segment_reduce(Segments::offsets(&[0, 2, 3]), 0, Pooling::Mean)
+        .segment_reduce(Segments::indptr(&[0, 2, 3]), 0, Pooling::Mean)
         .unwrap();
     assert_eq!(m, array![0, 2]);
     assert_eq!(
@@ -174,7 +174,7 @@ fn skipped_positions_count_for_nothing_and_empty_segments_take_the_fill() {
     let idx = [0, 1, 0, 0, 2];
     let pool = Pooling::Mean.skip(0).fill(-1.0);
     let out = table
-        .gather_reduce(&idx, Segments::offsets(&[0, 2, 4, 5]), 0, pool)
+        .gather_reduce(&idx, Segments::indptr(&[0, 2, 4, 5]), 0, pool)
         .unwrap();
     assert_eq!(out, array![[2.0], [-1.0], [4.0]]);
     // The skipped value is compared before negative indices count from the end.
@@ -224,7 +224,7 @@ fn the_backward_pass_is_a_gather_reduce_with_the_roles_swapped() {
     let table = Array2::from_shape_fn((6, 3), |(r, c)| (r * 3 + c) as f64);
     let idx = [4, 0, 4, 2, 5, 0, 1];
     let bags = Segments::starts(&[0, 3, 3, 5]);
-    let out = table.gather_reduce(&idx, bags.clone(), 0, Pooling::Sum).unwrap();
+    let out = table.gather_reduce(&idx, bags, 0, Pooling::Sum).unwrap();
     let grad_out = Array2::from_shape_fn(out.raw_dim(), |(b, c)| 1.0 + b as f64 * 10.0 + c as f64);
     let ids = bags.to_ids(idx.len()).unwrap();
     let grad = grad_out
@@ -253,7 +253,7 @@ fn the_backward_pass_is_a_gather_reduce_with_the_roles_swapped() {
 #[test]
 fn to_ids_gives_each_positions_segment() {
     assert_eq!(
-        Segments::offsets(&[0, 1, 1, 3]).to_ids(3).unwrap(),
+        Segments::indptr(&[0, 1, 1, 3]).to_ids(3).unwrap(),
         array![0, 2, 2]
     );
     assert_eq!(Segments::lengths(&[2, 0, 1]).to_ids(3).unwrap(), array![0, 0, 2]);
@@ -305,20 +305,20 @@ fn every_error_names_its_values() {
             "gather_reduce: axis 2 is out of bounds for an input of rank 2 (valid: -2..=1)",
         ),
         (
-            msg(x.gather_reduce(&[0, 1], Segments::offsets(&[0, 3]), 0, Pooling::Sum)),
-            "gather_reduce: offsets entry 1 (value 3) is invalid: offsets must be non-decreasing, from 0 to the 2 positions",
+            msg(x.gather_reduce(&[0, 1], Segments::indptr(&[0, 3]), 0, Pooling::Sum)),
+            "gather_reduce: indptr entry 1 (value 3) is invalid: indptr must be non-decreasing, from 0 to the 2 positions",
         ),
         (
-            msg(x.gather_reduce(&[0, 1], Segments::offsets(&[1, 2]), 0, Pooling::Sum)),
-            "gather_reduce: offsets entry 0 (value 1) is invalid: the first offset must be 0",
+            msg(x.gather_reduce(&[0, 1], Segments::indptr(&[1, 2]), 0, Pooling::Sum)),
+            "gather_reduce: indptr entry 0 (value 1) is invalid: the first entry of indptr must be 0",
         ),
         (
-            msg(x.gather_reduce(&[0, 1], Segments::offsets(&[0, 1]), 0, Pooling::Sum)),
-            "gather_reduce: offsets entry 1 (value 1) is invalid: the last offset must be the number of positions, 2",
+            msg(x.gather_reduce(&[0, 1], Segments::indptr(&[0, 1]), 0, Pooling::Sum)),
+            "gather_reduce: indptr entry 1 (value 1) is invalid: the last entry of indptr must be the number of positions, 2 (torch's offsets are Segments::starts)",
         ),
         (
-            msg(x.gather_reduce(&[0, 1], Segments::offsets(&[] as &[i64]), 0, Pooling::Sum)),
-            "gather_reduce: offsets entry 0 (value 0) is invalid: there are none: offsets need S + 1 entries, the first 0",
+            msg(x.gather_reduce(&[0, 1], Segments::indptr(&[] as &[i64]), 0, Pooling::Sum)),
+            "gather_reduce: indptr entry 0 (value 0) is invalid: there are no entries: indptr needs S + 1, the first 0",
         ),
         (
             msg(x.gather_reduce(&[0, 1], Segments::starts(&[0, 2, 1]), 0, Pooling::Sum)),
@@ -397,7 +397,7 @@ fn every_error_names_its_values() {
 #[test]
 fn plan_errors_name_the_plan() {
     let x = array![[1.0, 2.0], [3.0, 4.0]];
-    let plan = GatherReducePlan::new(&[2, 2], &[1, 0, 1], Segments::ids(&[0, 0, 1], 2), 0).unwrap();
+    let plan = GatherReducePlan::new([2, 2], &[1, 0, 1], Segments::ids(&[0, 0, 1], 2), 0).unwrap();
     assert_eq!(
         (plan.segments(), plan.positions(), plan.shape()),
         (2, 3, &[2, 2][..])
@@ -412,7 +412,7 @@ fn plan_errors_name_the_plan() {
         e.to_string(),
         "GatherReducePlan::apply: pooling sum skips index 1, but the plan was made to skip no index (GatherReducePlan::new_skipping)"
     );
-    let e = GatherReducePlan::new(&[2, 2], &[0, 5], Segments::uniform(2), 0).unwrap_err();
+    let e = GatherReducePlan::new([2, 2], &[0, 5], Segments::uniform(2), 0).unwrap_err();
     assert_eq!(
         e.to_string(),
         "GatherReducePlan::new: index 5 at position [1] of the indices is out of bounds for axis 0 of length 2 (valid: -2..=1)"

@@ -21,11 +21,11 @@ fn run<A: PoolElement + Copy + std::fmt::Debug + Npy + std::str::FromStr>(
     let seg_file = c.get("seg").map(|f| read::<i64>(f).expect("seg"));
     let seg: Vec<i64> = seg_file.map(|a| a.iter().copied().collect()).unwrap_or_default();
     let segments = match c.get("segments").unwrap() {
-        "offsets" => Segments::offsets(&seg),
+        "offsets" => Segments::indptr(&seg),
         "starts" => Segments::starts(&seg),
         "lengths" => Segments::lengths(&seg),
-        "ids" => Segments::ids(&seg, c.num("count").unwrap()),
-        "uniform" => Segments::offsets(&seg[..0]),
+        "ids" => Segments::ids(&seg, c.num::<usize>("count").unwrap()),
+        "uniform" => Segments::indptr(&seg[..0]),
         k => panic!("{}: segments {k}", c.name),
     };
     let pooling: Pooling = c.get("pooling").unwrap().parse().unwrap();

@@ -48,7 +48,7 @@ fn segments(p: usize, kind: u8, r: &[u64], spoil: Option<u64>) -> Seg {
         .collect();
     cuts.sort();
     let mut seg = match kind {
-        0 => Seg::Offsets([vec![0], cuts.clone(), vec![p as i64]].concat()),
+        0 => Seg::Indptr([vec![0], cuts.clone(), vec![p as i64]].concat()),
         1 => Seg::Starts(if n == 0 && p > 0 {
             vec![0]
         } else {
@@ -77,7 +77,7 @@ fn segments(p: usize, kind: u8, r: &[u64], spoil: Option<u64>) -> Seg {
             }
         };
         match &mut seg {
-            Seg::Offsets(v) | Seg::Starts(v) | Seg::Lengths(v) => bump(v),
+            Seg::Indptr(v) | Seg::Starts(v) | Seg::Lengths(v) => bump(v),
             Seg::Uniform(l) => *l = if s & 1 == 1 { 0 } else { *l + 1 },
             Seg::Ids(v, n) => {
                 if s & 2 == 2 {
@@ -181,8 +181,8 @@ fn conv<I: TryFrom<i64>>(v: &[i64]) -> Option<Vec<I>> {
 macro_rules! with_segs {
     ($c:expr, $arr:expr, |$s:ident| $body:expr) => {
         match &$c.seg {
-            Seg::Offsets(_) => {
-                let $s = Segments::offsets($arr);
+            Seg::Indptr(_) => {
+                let $s = Segments::indptr($arr);
                 $body
             }
             Seg::Starts(_) => {
@@ -214,7 +214,7 @@ pub fn run<A: Elem, I: GatherIndex + TryFrom<i64>, J: GatherIndex + TryFrom<i64>
         return Ok(());
     };
     let seg_arrays: Option<Vec<J>> = match &c.seg {
-        Seg::Offsets(v) | Seg::Starts(v) | Seg::Lengths(v) | Seg::Ids(v, _) => conv::<J>(v),
+        Seg::Indptr(v) | Seg::Starts(v) | Seg::Lengths(v) | Seg::Ids(v, _) => conv::<J>(v),
         Seg::Uniform(_) => Some(vec![]),
     };
     let Some(seg_arrays) = seg_arrays else {

@@ -9,7 +9,7 @@ use ndarray_gather::{GatherError, PoolElement, Pooling};
 /// Segments as a test holds them (values as i64, whatever type the call uses).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Seg {
-    Offsets(Vec<i64>),
+    Indptr(Vec<i64>),
     Starts(Vec<i64>),
     Lengths(Vec<i64>),
     Uniform(usize),
@@ -19,7 +19,7 @@ pub enum Seg {
 impl Seg {
     pub fn kind(&self) -> &'static str {
         match self {
-            Seg::Offsets(_) => "offsets",
+            Seg::Indptr(_) => "indptr",
             Seg::Starts(_) => "starts",
             Seg::Lengths(_) => "lengths",
             Seg::Uniform(_) => "uniform",
@@ -82,7 +82,7 @@ pub fn segment_of(seg: &Seg, positions: usize) -> Result<(Vec<Option<usize>>, us
         }
     };
     match seg {
-        Seg::Offsets(o) => {
+        Seg::Indptr(o) => {
             if o.is_empty() {
                 return bad(0, 0);
             }
