@@ -220,7 +220,7 @@ pub enum GatherError {
     Segments {
         /// The method that was called.
         op: &'static str,
-        /// Which segments: `"offsets"`, `"starts"`, `"lengths"`, `"uniform"` or `"ids"`.
+        /// Which segments: `"indptr"`, `"starts"`, `"lengths"`, `"uniform"` or `"ids"`.
         kind: &'static str,
         /// The entry at fault (0 for `uniform`'s length).
         entry: usize,
@@ -306,6 +306,41 @@ pub enum GatherError {
         /// The parse error, which names the string.
         #[from]
         source: crate::reduce::ParseReductionError,
+    },
+
+    /// Another rank of a sharded call's communicator had a bad input (feature `mpi`):
+    /// every rank returns `Err` before anything moves, the bad rank its own error and
+    /// the others this one, naming the lowest bad rank. The next collective call works.
+    #[error("{op}: rank {rank} had a bad input (its own error names it); nothing was exchanged or written")]
+    Peer {
+        /// The method that was called.
+        op: &'static str,
+        /// The lowest rank whose input was bad.
+        rank: usize,
+    },
+
+    /// A sharded table's row bounds are not `R + 1` bounds from 0, never decreasing, or
+    /// disagree between ranks or with the table (feature `mpi`): the bound at fault.
+    ///
+    /// ```
+    /// # #[cfg(feature = "mpi")] {
+    /// use ndarray_gather::GatherError;
+    ///
+    /// let e = ndarray_gather::shard::Rows::from_bounds(&[0, 4, 2]).unwrap_err();
+    /// assert_eq!(e.to_string(), "Rows::from_bounds: bound 2 (value 2) is invalid: bounds must not decrease");
+    /// assert!(matches!(e, GatherError::Bounds { entry: 2, .. }));
+    /// # }
+    /// ```
+    #[error("{op}: bound {entry} (value {value}) is invalid: {detail}")]
+    Bounds {
+        /// The method that was called.
+        op: &'static str,
+        /// The bound at fault.
+        entry: usize,
+        /// Its value.
+        value: usize,
+        /// What was expected of it.
+        detail: String,
     },
 
     /// A bug in this crate: an internal invariant did not hold. It is never expected (in

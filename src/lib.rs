@@ -112,6 +112,9 @@ mod prepared;
 mod rank;
 pub mod reduce;
 mod segments;
+#[cfg(feature = "mpi")]
+#[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
+pub mod shard;
 mod small;
 
 pub use axis::{AxisArg, TakeAxis};

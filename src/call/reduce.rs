@@ -176,13 +176,7 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
             x,
             axis,
             segments,
-            pooler: Pooler {
-                pooling: pool.pooling,
-                weights: pool.weights,
-                fill: pool.fill.unwrap_or_else(A::zero),
-                integral: A::from_f64(0.5).is_none_or(|h| h.is_zero()),
-                positions,
-            },
+            pooler: Pooler::of(pool, positions),
         }
     }
 

@@ -248,3 +248,11 @@ pub(crate) const REDUCE_JOB_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 18 
 /// an output this large misses the caches on every position, while sorted positions build
 /// each row once, in order (G1: PERFORMANCE.md#gather-reduce).
 pub(crate) const REDUCE_SORT_MIN_OUT_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 20 };
+
+// ---- Sharded tables ---------------------------------------------------------------------
+
+/// The most elements one round of a sharded call's all-to-all moves per rank: MPI's counts
+/// and displacements are 32-bit, so larger exchanges run in rounds of at most this many,
+/// well under 2^31.
+#[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+pub(crate) const SHARD_CHUNK_ELEMENTS: usize = 1 << 30;

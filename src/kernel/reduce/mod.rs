@@ -20,6 +20,9 @@ mod sort;
 mod source;
 
 pub(crate) use self::pool::{Pooler, Tally};
+// (The sharded tables end their segments as the kernel does.)
+#[cfg(feature = "mpi")]
+pub(crate) use self::pool::{End, better, divide};
 pub(crate) use self::sort::Csr;
 pub(crate) use self::source::{Entries, Identity, Positions, Resolved, Row, Source};
 use super::BadIndex;

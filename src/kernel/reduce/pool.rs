@@ -41,11 +41,22 @@ impl<A: PoolElement> Tally<A> {
 /// (`!(new <= old)` holds for a greater and for a NaN `new`).
 #[inline(always)]
 #[allow(clippy::eq_op, clippy::neg_cmp_op_on_partial_ord)]
-fn better<A: PartialOrd>(max: bool, old: &A, new: &A) -> bool {
+pub(crate) fn better<A: PartialOrd>(max: bool, old: &A, new: &A) -> bool {
     (if max { !(new <= old) } else { !(new >= old) }) && old == old
 }
 
-impl<A: PoolElement> Pooler<'_, A> {
+impl<'w, A: PoolElement> Pooler<'w, A> {
+    /// The pooling of `pool` for a call of `positions` positions.
+    pub fn of(pool: crate::pool::Pool<'w, A>, positions: usize) -> Self {
+        Pooler {
+            pooling: pool.pooling,
+            weights: pool.weights,
+            fill: pool.fill.unwrap_or_else(A::zero),
+            integral: A::from_f64(0.5).is_none_or(|h| h.is_zero()),
+            positions,
+        }
+    }
+
     /// Position `p`'s weight (the pool has weights).
     #[inline(always)]
     fn weight(&self, p: usize) -> Option<A> {

@@ -1,0 +1,140 @@
+//! The collectives a sharded call makes: the agreement on errors before anything moves,
+//! and the all-to-all exchange of variable counts, split into rounds under MPI's 32-bit
+//! counts, with the bytes it moved counted.
+
+use mpi::collective::SystemOperation;
+use mpi::datatype::{Partition, PartitionMut};
+use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
+
+use super::Traffic;
+use crate::error::GatherError;
+
+/// `local` on every rank if every rank's is `Ok`; else `Err` on every rank: a rank's own
+/// error where it has one, [`GatherError::Peer`] naming the lowest bad rank elsewhere. One
+/// small all-reduce, which every rank makes whatever its input (so none waits alone).
+pub(super) fn agree<C: Communicator, T>(
+    comm: &C,
+    op: &'static str,
+    local: Result<T, GatherError>,
+) -> Result<T, GatherError> {
+    let mine: i32 = if local.is_err() { comm.rank() } else { i32::MAX };
+    let mut lowest = i32::MAX;
+    comm.all_reduce_into(&mine, &mut lowest, SystemOperation::min());
+    match local {
+        Err(e) => Err(e),
+        Ok(_) if lowest != i32::MAX => Err(GatherError::Peer {
+            op,
+            rank: lowest as usize,
+        }),
+        Ok(v) => Ok(v),
+    }
+}
+
+/// What an exchange delivered: the values from each rank, back to back in rank order,
+/// and how many came from each.
+pub(super) struct Received<T> {
+    pub values: Vec<T>,
+    pub counts: Vec<usize>,
+}
+
+impl<T> Received<T> {
+    /// The values from rank `r`.
+    pub fn from(&self, r: usize) -> &[T] {
+        let start: usize = self.counts[..r].iter().sum();
+        &self.values[start..start + self.counts[r]]
+    }
+}
+
+/// Sends `counts[r]` values of `send` (back to back in rank order) to each rank `r` and
+/// receives what every rank sends this one: an all-to-all of the counts, then of the
+/// values (`MPI_Alltoallv`), in as many rounds as keep every rank's per-round totals at
+/// most `chunk` elements (MPI counts and displacements are 32-bit), each pair's values
+/// split evenly over the rounds. Adds the bytes sent to and received from other ranks to
+/// `traffic`. Collective: every rank calls it with its own counts.
+pub(super) fn all_to_all<C, T>(
+    comm: &C,
+    send: &[T],
+    counts: &[usize],
+    chunk: usize,
+    traffic: &mut Traffic,
+) -> Received<T>
+where
+    C: CommunicatorCollectives,
+    T: Equivalence + Copy + Default,
+{
+    let (size, me) = (comm.size() as usize, comm.rank() as usize);
+    let send_counts: Vec<u64> = counts.iter().map(|&c| c as u64).collect();
+    let mut recv_counts = vec![0u64; size];
+    comm.all_to_all_into(&send_counts[..], &mut recv_counts[..]);
+    let recv_counts: Vec<usize> = recv_counts.iter().map(|&c| c as usize).collect();
+    let (total_send, total_recv) = (send.len(), recv_counts.iter().sum::<usize>());
+    let bytes = |c: &[usize]| {
+        c.iter()
+            .enumerate()
+            .filter(|&(r, _)| r != me)
+            .map(|(_, &n)| (n * size_of::<T>()) as u64)
+            .sum::<u64>()
+    };
+    traffic.sent += bytes(counts);
+    traffic.received += bytes(&recv_counts);
+    // Every rank takes part in every round: the rounds are those of the largest exchange.
+    let largest = total_send.max(total_recv) as u64;
+    let mut most = 0u64;
+    comm.all_reduce_into(&largest, &mut most, SystemOperation::max());
+    let chunk = chunk.clamp(1, i32::MAX as usize / 2) as u64;
+    let rounds = most.div_ceil(chunk).max(1) as usize;
+    let mut values = vec![T::default(); total_recv];
+    let offsets = |c: &[usize]| -> Vec<usize> {
+        c.iter()
+            .scan(0, |at, &n| {
+                let o = *at;
+                *at += n;
+                Some(o)
+            })
+            .collect()
+    };
+    let (send_at, recv_at) = (offsets(counts), offsets(&recv_counts));
+    // Round `k`'s share of `n` values: `n * k / rounds .. n * (k + 1) / rounds`.
+    let share = |n: usize, k: usize| (n as u128 * k as u128 / rounds as u128) as usize;
+    let mut out_buf: Vec<T> = Vec::new();
+    let mut in_buf: Vec<T> = Vec::new();
+    for k in 0..rounds {
+        let part = |c: &[usize]| -> Vec<(usize, usize)> {
+            c.iter().map(|&n| (share(n, k), share(n, k + 1))).collect()
+        };
+        let (sp, rp) = (part(counts), part(&recv_counts));
+        out_buf.clear();
+        for (r, &(lo, hi)) in sp.iter().enumerate() {
+            out_buf.extend_from_slice(&send[send_at[r] + lo..send_at[r] + hi]);
+        }
+        let as_count = |v: usize| v as mpi::Count; // below `chunk`, itself below 2^30
+        let sc: Vec<mpi::Count> = sp.iter().map(|&(lo, hi)| as_count(hi - lo)).collect();
+        let rc: Vec<mpi::Count> = rp.iter().map(|&(lo, hi)| as_count(hi - lo)).collect();
+        let displs = |c: &[mpi::Count]| -> Vec<mpi::Count> {
+            c.iter()
+                .scan(0, |at, &n| {
+                    let o = *at;
+                    *at += n;
+                    Some(o)
+                })
+                .collect()
+        };
+        let (sd, rd) = (displs(&sc), displs(&rc));
+        in_buf.clear();
+        in_buf.resize(rc.iter().map(|&c| c as usize).sum(), T::default());
+        {
+            let s = Partition::new(&out_buf[..], &sc[..], &sd[..]);
+            let mut r = PartitionMut::new(&mut in_buf[..], &rc[..], &rd[..]);
+            comm.all_to_all_varcount_into(&s, &mut r);
+        }
+        let mut at = 0;
+        for (r, &(lo, hi)) in rp.iter().enumerate() {
+            values[recv_at[r] + lo..recv_at[r] + hi].copy_from_slice(&in_buf[at..at + hi - lo]);
+            at += hi - lo;
+        }
+    }
+    Received {
+        values,
+        counts: recv_counts,
+    }
+}

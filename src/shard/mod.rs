@@ -1,0 +1,499 @@
+//! Sharded tables (feature `mpi`): the same gathers, gather-reduces and scatters when a
+//! table outgrows one machine, over the ranks of an MPI communicator (rsmpi).
+//!
+//! The table is sharded row-wise ([`Rows`]), as TorchRec's row-wise sharding does: each
+//! rank holds a range of rows as its local array. Every call is collective (every rank of
+//! the communicator calls it, in the same order, with its own batch): each rank's ids
+//! travel to the ranks that own their rows once (an all-to-all of variable counts), the
+//! owners gather or pool locally with this crate's own calls, and only the gathered rows
+//! (a `gather`) or one pooled partial row per segment and owner (a `gather_reduce`) travel
+//! back. Nothing is summed by MPI: the caller combines the owners' partials in increasing
+//! rank order, so the results are the same bits run after run and on any thread count
+//! (decision 39 of the API). Errors are collective and all-or-nothing: one small
+//! all-reduce decides, before anything moves, whether every rank's input was good; if one
+//! was not, every rank returns `Err` (the bad rank its own error, the others
+//! [`GatherError::Peer`]) and nothing was written anywhere.
+//!
+//! ```no_run
+//! use mpi::traits::*;
+//! use ndarray::Array2;
+//! use ndarray_gather::prelude::*;
+//! use ndarray_gather::shard::{Rows, ShardedTable};
+//!
+//! let universe = mpi::initialize().unwrap();
+//! let world = universe.world();
+//! let (n, rank) = (1000, world.rank() as usize);
+//! let rows = Rows::even(n, world.size() as usize);
+//! // This rank's rows of the global [1000, 4] table.
+//! let local = Array2::from_shape_fn((rows.range(rank).len(), 4), |(i, j)| (rows.range(rank).start + i + j) as f32);
+//! let table = ShardedTable::new(&world, local, rows)?;
+//! // Each rank pools its own bags; rows it does not hold come from their owners.
+//! let bags = table.gather_reduce(&[3_i64, 999, 500, 7], Segments::starts(&[0, 2]), Pooling::Sum)?;
+//! assert_eq!(bags.dim(), (2, 4));
+//! # Ok::<(), GatherError>(())
+//! ```
+//!
+//! Tests and examples run on one machine (`mpirun -n 2 cargo run --release --features mpi
+//! --example sharded_bags`); `cargo test --features mpi` launches `mpirun -n 1..4` itself.
+
+mod combine;
+mod exchange;
+mod rows;
+
+use std::cell::Cell;
+
+use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence, Root};
+use ndarray::{Array, ArrayD, ArrayRef, Dimension, IxDyn};
+
+use self::exchange::{agree, all_to_all};
+pub use self::rows::Rows;
+use crate::call::into_dim;
+use crate::call::reduce::{check_pool, resolve_rows, with_rows};
+use crate::error::{GatherError, internal};
+use crate::ext::{GatherExt, ScatterExt};
+use crate::index::GatherIndex;
+use crate::indices::IndexArray;
+use crate::kernel::reduce::Row;
+use crate::layout::checked_len;
+use crate::plan::policy::SHARD_CHUNK_ELEMENTS;
+use crate::pool::{Pool, PoolElement};
+use crate::rank::GatherRank;
+use crate::reduce::Reducer;
+use crate::segments::{Checked, Segments};
+
+/// The bytes a rank sent to and received from the other ranks in a sharded call (its ids,
+/// weights, rows and partials; the counts and the error agreement, a few bytes per rank,
+/// are left out).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// Bytes sent to other ranks.
+    pub sent: u64,
+    /// Bytes received from other ranks.
+    pub received: u64,
+}
+
+/// A table sharded row-wise over the ranks of an MPI communicator: this rank's rows
+/// (`local`, any layout), which rows every rank holds ([`Rows`]), and the calls, each
+/// collective. See the [module](self) for how a call runs.
+///
+/// The elements are numbers: `A: PoolElement + Equivalence` (MPI sends them as they are).
+pub struct ShardedTable<'c, C: Communicator, A, D: Dimension> {
+    comm: &'c C,
+    local: Array<A, D>,
+    rows: Rows,
+    /// The global shape: `n` rows of the local array's row shape.
+    shape: Vec<usize>,
+    traffic: Cell<Traffic>,
+    /// The most elements one round of an exchange moves per rank.
+    chunk: usize,
+}
+
+/// Runs `body` on `indices` as ndarray's reference type; if they cannot be lent (`body`
+/// never ran), this rank still takes its part in the agreement, with that error.
+fn lend<C: Communicator, I: GatherIndex, E: Dimension, T>(
+    comm: &C,
+    op: &'static str,
+    indices: impl IndexArray<I, E>,
+    body: impl FnOnce(&ArrayRef<I, E>) -> Result<T, GatherError>,
+) -> Result<T, GatherError> {
+    let mut ran = false;
+    let out = indices.with_ref(op, |ix| {
+        ran = true;
+        body(ix)
+    });
+    if ran { out } else { agree(comm, op, out) }
+}
+
+/// Each position's owner and local row, grouped by owner (in position order within an
+/// owner): what travels to the owners.
+struct Route {
+    /// The positions each owner serves, owner by owner.
+    positions: Vec<usize>,
+    /// Their local rows on their owners.
+    ids: Vec<u64>,
+    /// How many positions each owner serves.
+    counts: Vec<usize>,
+    /// The number of positions, skipped ones included.
+    total: usize,
+}
+
+impl Route {
+    /// Owner `o`'s positions.
+    fn of(&self, o: usize) -> &[usize] {
+        let start: usize = self.counts[..o].iter().sum();
+        &self.positions[start..start + self.counts[o]]
+    }
+}
+
+impl<'c, C, A, D> ShardedTable<'c, C, A, D>
+where
+    C: Communicator + CommunicatorCollectives,
+    A: PoolElement + Equivalence + Copy + Default,
+    D: Dimension,
+{
+    /// This rank's share of a table of `rows`: `local` holds its rows
+    /// (`rows.range(rank)`, any layout). Collective: every rank passes the same `rows`
+    /// and row shape (checked against rank 0's), and a local array of its row count.
+    ///
+    /// # Errors
+    /// On every rank, if any rank's input is bad: [`Bounds`](GatherError::Bounds) for
+    /// bounds that are not for the communicator's ranks or differ from rank 0's,
+    /// [`InputShape`](GatherError::InputShape) for a local array of another row count or
+    /// row shape (or of rank 0), [`Peer`](GatherError::Peer) on the other ranks.
+    pub fn new(comm: &'c C, local: Array<A, D>, rows: Rows) -> Result<Self, GatherError> {
+        let op = "ShardedTable::new";
+        let (size, me) = (comm.size() as usize, comm.rank() as usize);
+        let row_shape = local.shape().get(1..).unwrap_or(&[]).to_vec();
+        // Rank 0's bounds and row shape, which every rank must share.
+        let mine: Vec<u64> = rows
+            .bounds()
+            .iter()
+            .chain(&row_shape)
+            .map(|&v| v as u64)
+            .collect();
+        let root = comm.process_at_rank(0);
+        let mut header = [rows.bounds().len() as u64, row_shape.len() as u64];
+        root.broadcast_into(&mut header[..]);
+        let mut theirs = if me == 0 {
+            mine.clone()
+        } else {
+            vec![0; (header[0] + header[1]) as usize]
+        };
+        root.broadcast_into(&mut theirs[..]);
+        let checked = (|| {
+            if rows.ranks() != size {
+                return Err(GatherError::Bounds {
+                    op,
+                    entry: rows.ranks(),
+                    value: rows.len(),
+                    detail: format!(
+                        "the rows have {} bounds, for {} ranks, but the communicator has {size}",
+                        rows.ranks() + 1,
+                        rows.ranks()
+                    ),
+                });
+            }
+            let nb = header[0] as usize;
+            if let Some(e) = (0..rows.bounds().len()).find(|&e| Some(&mine[e]) != theirs.get(e)) {
+                return Err(GatherError::Bounds {
+                    op,
+                    entry: e,
+                    value: rows.bounds()[e],
+                    detail: "it differs from rank 0's bound (every rank passes the same rows)".into(),
+                });
+            }
+            let expected: Vec<usize> = std::iter::once(rows.range(me).len())
+                .chain(theirs[nb..].iter().map(|&v| v as usize))
+                .collect();
+            if local.ndim() == 0 || local.shape() != &expected[..] {
+                return Err(GatherError::InputShape {
+                    op,
+                    expected,
+                    found: local.shape().to_vec(),
+                });
+            }
+            let shape: Vec<usize> = std::iter::once(rows.len())
+                .chain(row_shape.iter().copied())
+                .collect();
+            checked_len(&shape, size_of::<A>()).ok_or_else(|| GatherError::SizeOverflow {
+                op,
+                shape: shape.clone(),
+            })?;
+            Ok(shape)
+        })();
+        let shape = agree(comm, op, checked)?;
+        Ok(ShardedTable {
+            comm,
+            local,
+            rows,
+            shape,
+            traffic: Cell::new(Traffic::default()),
+            chunk: SHARD_CHUNK_ELEMENTS,
+        })
+    }
+
+    /// Which rows each rank holds.
+    pub fn rows(&self) -> &Rows {
+        &self.rows
+    }
+
+    /// This rank's rows.
+    pub fn local(&self) -> &Array<A, D> {
+        &self.local
+    }
+
+    /// This rank's rows, to change their values (a training step's update); their shape
+    /// stays the table's.
+    pub fn local_mut(&mut self) -> &mut ArrayRef<A, D> {
+        &mut self.local
+    }
+
+    /// The global table's shape: `n` rows of the local rows' shape.
+    pub fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+
+    /// The bytes this rank sent to and received from the other ranks in its last call.
+    pub fn traffic(&self) -> Traffic {
+        self.traffic.get()
+    }
+
+    /// The most elements one round of an exchange moves per rank (MPI counts are 32-bit:
+    /// larger exchanges run in rounds). For tests of the rounds.
+    #[doc(hidden)]
+    pub fn with_chunk_elements(mut self, elements: usize) -> Self {
+        self.chunk = elements.max(1);
+        self
+    }
+
+    /// The elements of one row.
+    fn row_len(&self) -> usize {
+        self.shape[1..].iter().product()
+    }
+
+    /// The global rows of `indices` (negative ones from the end of `n`; `skip` left out)
+    /// grouped by owner; or the error naming the first bad index. Local: no collective.
+    fn route<I: GatherIndex, E: Dimension>(
+        &self,
+        op: &'static str,
+        indices: &ArrayRef<I, E>,
+        skip: Option<i128>,
+    ) -> Result<Route, GatherError> {
+        let resolved = resolve_rows(op, indices, 0, self.rows.len(), skip)?;
+        Ok(with_rows!(resolved, r => self.bucket(r.rows)))
+    }
+
+    /// Positions grouped by the owner of their row (a stable counting sort).
+    fn bucket<R: Row>(&self, rows: &[R]) -> Route {
+        let ranks = self.rows.ranks();
+        let owner = |r: R| (r != R::SKIP).then(|| self.rows.owner(r.get())).flatten();
+        let mut counts = vec![0usize; ranks];
+        for &r in rows {
+            if let Some(o) = owner(r) {
+                counts[o] += 1;
+            }
+        }
+        let mut next: Vec<usize> = counts
+            .iter()
+            .scan(0, |at, &n| {
+                let o = *at;
+                *at += n;
+                Some(o)
+            })
+            .collect();
+        let kept = counts.iter().sum();
+        let (mut positions, mut ids) = (vec![0usize; kept], vec![0u64; kept]);
+        for (p, &r) in rows.iter().enumerate() {
+            if let Some(o) = owner(r) {
+                positions[next[o]] = p;
+                ids[next[o]] = (r.get() - self.rows.range(o).start) as u64;
+                next[o] += 1;
+            }
+        }
+        Route {
+            positions,
+            ids,
+            counts,
+            total: rows.len(),
+        }
+    }
+
+    /// The global rows at `indices` (any rank `q`): an array of shape
+    /// `indices.shape() ++ row shape`, bit for bit the single-process
+    /// `table.gather(&indices, 0)` on the whole table. Collective; rows travel from their
+    /// owners.
+    ///
+    /// ```no_run
+    /// # use ndarray::Array2;
+    /// # use ndarray_gather::shard::{Rows, ShardedTable};
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let world = universe.world();
+    /// # let rows = Rows::even(1, 1);
+    /// # let table = ShardedTable::new(&world, Array2::<f32>::zeros((1, 4)), rows)?;
+    /// let emb: Array2<f32> = table.gather(&[0_i64, -1])?;
+    /// assert_eq!(emb.dim(), (2, 4));
+    /// # Ok::<(), ndarray_gather::GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// On every rank, if any rank's indices are bad: the bad rank's own error
+    /// ([`IndexOutOfBounds`](GatherError::IndexOutOfBounds), ...), [`Peer`](GatherError::Peer)
+    /// elsewhere.
+    pub fn gather<I: GatherIndex, E: GatherRank<D>>(
+        &self,
+        indices: impl IndexArray<I, E>,
+    ) -> Result<Array<A, E::Out>, GatherError> {
+        let op = "ShardedTable::gather";
+        let mut traffic = Traffic::default();
+        let out = lend(self.comm, op, indices, |ix| {
+            let shape: Vec<usize> = ix.shape().iter().chain(&self.shape[1..]).copied().collect();
+            let local = self.route(op, ix, None).and_then(|route| {
+                checked_len(&shape, size_of::<A>())
+                    .map(|_| route)
+                    .ok_or_else(|| GatherError::SizeOverflow {
+                        op,
+                        shape: shape.clone(),
+                    })
+            });
+            let route = agree(self.comm, op, local)?;
+            let asked = all_to_all(self.comm, &route.ids, &route.counts, self.chunk, &mut traffic);
+            // The owner's side: the rows asked of it, in the order asked.
+            let found = self.local.gather(&asked.values, 0)?;
+            let found = found
+                .as_slice()
+                .ok_or_else(|| internal(op, "a fresh gather not in standard layout"))?;
+            let w = self.row_len();
+            let sizes: Vec<usize> = asked.counts.iter().map(|&c| c * w).collect();
+            let got = all_to_all(self.comm, found, &sizes, self.chunk, &mut traffic);
+            let mut out = vec![A::zero(); shape.iter().product()];
+            for o in 0..self.rows.ranks() {
+                for (&p, row) in route.of(o).iter().zip(got.from(o).chunks(w.max(1))) {
+                    out[p * w..(p + 1) * w].copy_from_slice(row);
+                }
+            }
+            ArrayD::from_shape_vec(IxDyn(&shape), out)
+                .map_err(|_| internal(op, "a gathered output of another size"))
+        });
+        self.traffic.set(traffic);
+        into_dim(op, out?)
+    }
+
+    /// The gather-reduce of the global rows at `indices` (position `p` is the indices'
+    /// `p`-th in row-major order) pooled by `segments`: an array of shape
+    /// `[S] ++ row shape`. `Max` / `Min` are bit for bit the single-process
+    /// `table.gather_reduce(&indices, segments, 0, pool)`; `Sum` / `Mean` / `SqrtN` /
+    /// `Prod` combine each owner's partial (its positions in position order, from zero or
+    /// one) in increasing rank order, then divide by the caller's own count or weight sums
+    /// (decision 39): on one rank, the single-process bits. Collective; one partial row per
+    /// segment and owner travels back, never the gathered rows.
+    ///
+    /// # Errors
+    /// On every rank, if any rank's input is bad (indices, segments, pool, weights): the
+    /// bad rank's own error, [`Peer`](GatherError::Peer) elsewhere.
+    pub fn gather_reduce<'w, I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        indices: impl IndexArray<I, E>,
+        segments: Segments<'_, J>,
+        pool: impl Into<Pool<'w, A>>,
+    ) -> Result<Array<A, D>, GatherError>
+    where
+        A: 'w,
+    {
+        let op = "ShardedTable::gather_reduce";
+        let (out, _) = self.reduce(op, indices, segments, pool.into(), false)?;
+        into_dim(op, out)
+    }
+
+    /// [`gather_reduce`](Self::gather_reduce) with `Max` / `Min` and, for each output
+    /// element, the position its value came from (the single-process
+    /// `gather_reduce_arg`'s, bit for bit: ties keep the first position, on any rank).
+    ///
+    /// # Errors
+    /// As [`gather_reduce`](Self::gather_reduce), and a [`Pooling`](GatherError::Pooling)
+    /// error for another pooling.
+    #[allow(clippy::type_complexity)]
+    pub fn gather_reduce_arg<'w, I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        indices: impl IndexArray<I, E>,
+        segments: Segments<'_, J>,
+        pool: impl Into<Pool<'w, A>>,
+    ) -> Result<(Array<A, D>, Array<usize, D>), GatherError>
+    where
+        A: 'w,
+    {
+        let op = "ShardedTable::gather_reduce_arg";
+        let (out, arg) = self.reduce(op, indices, segments, pool.into(), true)?;
+        let arg = arg.ok_or_else(|| internal(op, "an argmax was asked for"))?;
+        Ok((into_dim(op, out)?, into_dim(op, arg)?))
+    }
+
+    /// The run of `gather_reduce` and `gather_reduce_arg`.
+    #[allow(clippy::type_complexity)]
+    fn reduce<I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        op: &'static str,
+        indices: impl IndexArray<I, E>,
+        segments: Segments<'_, J>,
+        pool: Pool<'_, A>,
+        arg: bool,
+    ) -> Result<(ArrayD<A>, Option<ArrayD<usize>>), GatherError> {
+        let mut traffic = Traffic::default();
+        let out = lend(self.comm, op, indices, |ix| {
+            let positions = ix.len();
+            // Segments, then the pool, then the indices: the order of the arguments.
+            let local = Checked::new(op, &segments, positions).and_then(|segs| {
+                check_pool(op, &pool, positions, arg)?;
+                let route = self.route(op, ix, pool.skip)?;
+                let shape: Vec<usize> = std::iter::once(segs.count())
+                    .chain(self.shape[1..].iter().copied())
+                    .collect();
+                let size = size_of::<A>().max(size_of::<usize>());
+                checked_len(&shape, size).ok_or_else(|| GatherError::SizeOverflow {
+                    op,
+                    shape: shape.clone(),
+                })?;
+                Ok((segs, route, shape))
+            });
+            let (segs, route, shape) = agree(self.comm, op, local)?;
+            combine::reduce(self, op, &segs, &route, pool, arg, shape, &mut traffic)
+        });
+        self.traffic.set(traffic);
+        out
+    }
+
+    /// Combines `updates` (of shape `indices.shape() ++ row shape`) into the global rows
+    /// at `indices` through `reducer`: `gather`'s adjoint. Each rank's update rows travel
+    /// to their owners, which apply them in (source rank, position) order: bit for bit the
+    /// single-process scatter of every rank's updates in that order, on any thread count.
+    /// Collective.
+    ///
+    /// # Errors
+    /// On every rank, before anything moves or is written, if any rank's input is bad
+    /// (an index, the updates' shape): the bad rank's own error,
+    /// [`Peer`](GatherError::Peer) elsewhere.
+    pub fn scatter<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
+        &mut self,
+        indices: impl IndexArray<I, E>,
+        updates: &ArrayRef<A, E2>,
+        reducer: R,
+    ) -> Result<(), GatherError> {
+        let op = "ShardedTable::scatter";
+        let mut traffic = Traffic::default();
+        let done = lend(self.comm, op, indices, |ix| {
+            let expected: Vec<usize> = ix.shape().iter().chain(&self.shape[1..]).copied().collect();
+            let local = self.route(op, ix, None).and_then(|route| {
+                if updates.shape() == &expected[..] {
+                    Ok(route)
+                } else {
+                    Err(GatherError::UpdatesShape {
+                        op,
+                        expected: expected.clone(),
+                        found: updates.shape().to_vec(),
+                    })
+                }
+            });
+            let route = agree(self.comm, op, local)?;
+            let w = self.row_len();
+            let updates = updates.as_standard_layout();
+            let flat = updates
+                .as_slice()
+                .ok_or_else(|| internal(op, "standard-layout updates without a slice"))?;
+            let mut rows = Vec::with_capacity(route.positions.len() * w);
+            for &p in &route.positions {
+                rows.extend_from_slice(&flat[p * w..(p + 1) * w]);
+            }
+            let sizes: Vec<usize> = route.counts.iter().map(|&c| c * w).collect();
+            let ids = all_to_all(self.comm, &route.ids, &route.counts, self.chunk, &mut traffic);
+            let rows = all_to_all(self.comm, &rows, &sizes, self.chunk, &mut traffic);
+            // The owner's side: every source's rows, in (source rank, position) order.
+            let shape: Vec<usize> = std::iter::once(ids.values.len())
+                .chain(self.shape[1..].iter().copied())
+                .collect();
+            let rows = ArrayD::from_shape_vec(IxDyn(&shape), rows.values)
+                .map_err(|_| internal(op, "received rows of another size"))?;
+            self.local.scatter(&ids.values, &rows, 0, reducer)
+        });
+        self.traffic.set(traffic);
+        done
+    }
+}

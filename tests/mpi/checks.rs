@@ -1,0 +1,490 @@
+//! The checks every rank runs under `mpirun`: sharded calls against the single-process
+//! calls on the whole table (which every rank builds: the table and every rank's batch are
+//! functions of a seed), against a naive reference of decision 39's two-level order, in
+//! rounds of a few elements, and with bad inputs on random ranks. The launcher runs them
+//! with one and with three threads per rank: both must give the references' bits, which
+//! do not depend on the thread count. A failed check panics, which ends the rank with an error status, and
+//! `mpirun` fails.
+
+use mpi::Threading;
+use mpi::collective::SystemOperation;
+use mpi::traits::*;
+use ndarray::{Array2, Axis, ShapeBuilder};
+use ndarray_gather::prelude::*;
+use ndarray_gather::shard::{Rows, ShardedTable, Traffic};
+
+/// A deterministic generator (a 64-bit LCG).
+struct Lcg(u64);
+
+impl Lcg {
+    fn new(seed: u64) -> Self {
+        Lcg(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n.max(1)
+    }
+    fn value(&mut self) -> f32 {
+        // Values of mixed magnitudes and signs, so that the order of additions shows.
+        let v = self.below(2001) as f32 - 1000.0;
+        v * [1e-3, 1.0, 1e3][self.below(3)]
+    }
+}
+
+/// One rank's batch for a gather-reduce.
+#[derive(Clone)]
+struct Batch {
+    ids: Vec<i64>,
+    /// The segments' array (starts, indptr, lengths or ids) and, for ids, the count.
+    seg: Vec<i64>,
+    kind: usize,
+    count: usize,
+    weights: Vec<f32>,
+}
+
+impl Batch {
+    fn segments(&self) -> Segments<'_> {
+        match self.kind {
+            0 => Segments::starts(&self.seg),
+            1 => Segments::indptr(&self.seg),
+            2 => Segments::lengths(&self.seg),
+            3 => Segments::uniform(self.count),
+            _ => Segments::ids(&self.seg, self.count),
+        }
+    }
+
+    /// Each position's segment.
+    fn segment_of(&self) -> Vec<usize> {
+        self.segments().to_ids(self.ids.len()).unwrap().to_vec()
+    }
+}
+
+/// The batch of `rank` in case `seed`: some ranks' batches are empty, ids anywhere in
+/// `-n..n`, every segment kind.
+fn batch(seed: u64, rank: usize, n: usize) -> Batch {
+    let mut g = Lcg::new(seed * 1000 + rank as u64);
+    let positions = if g.below(5) == 0 { 0 } else { g.below(40) };
+    let ids: Vec<i64> = (0..positions).map(|_| g.below(2 * n) as i64 - n as i64).collect();
+    let weights = (0..positions).map(|_| g.value()).collect();
+    let kind = g.below(5);
+    let bags = g.below(6);
+    let cut = |g: &mut Lcg| {
+        let mut c: Vec<i64> = (0..bags).map(|_| g.below(positions + 1) as i64).collect();
+        c.sort_unstable();
+        c
+    };
+    let (seg, count) = match kind {
+        0 => {
+            let mut c = cut(&mut g);
+            if let Some(f) = c.first_mut() {
+                *f = 0;
+            }
+            let k = c.len();
+            (c, k)
+        }
+        1 => {
+            let mut c = cut(&mut g);
+            c.insert(0, 0);
+            c.push(positions as i64);
+            let k = c.len() - 1;
+            (c, k)
+        }
+        2 => {
+            let mut c = cut(&mut g);
+            c.insert(0, 0);
+            c.push(positions as i64);
+            let l: Vec<i64> = c.windows(2).map(|w| w[1] - w[0]).collect();
+            let k = l.len();
+            (l, k)
+        }
+        3 => {
+            let len = (1..=positions.max(1))
+                .rev()
+                .find(|l| positions % l == 0)
+                .unwrap_or(1);
+            (Vec::new(), len)
+        }
+        _ => {
+            let k = 1 + g.below(8);
+            ((0..positions).map(|_| g.below(k) as i64).collect(), k)
+        }
+    };
+    // `uniform(len)`: `count` holds the length.
+    Batch {
+        ids,
+        seg,
+        kind,
+        count,
+        weights,
+    }
+}
+
+/// The whole table of case `seed`: `n` rows of `w` values.
+fn whole(seed: u64, n: usize, w: usize) -> Array2<f32> {
+    let mut g = Lcg::new(seed);
+    Array2::from_shape_simple_fn((n, w), || g.value())
+}
+
+/// The bounds of case `seed` for `ranks` ranks: even, or uneven with ranks holding no rows.
+fn bounds(seed: u64, n: usize, ranks: usize) -> Rows {
+    let mut g = Lcg::new(seed ^ 0xB0B);
+    if g.below(2) == 0 {
+        return Rows::even(n, ranks);
+    }
+    let mut cuts: Vec<usize> = (0..ranks - 1).map(|_| g.below(n + 1)).collect();
+    cuts.sort_unstable();
+    let b: Vec<usize> = std::iter::once(0).chain(cuts).chain(std::iter::once(n)).collect();
+    Rows::from_bounds(&b).unwrap()
+}
+
+/// Decision 39's order, written out: for each segment, each owner's positions combined in
+/// position order (from zero, or the first for `Prod`), the owners' partials in rank order,
+/// then the caller's divisor; empty segments `fill`.
+fn two_level(
+    t: &Array2<f32>,
+    rows: &Rows,
+    b: &Batch,
+    pooling: Pooling,
+    weighted: bool,
+    skip: Option<i64>,
+    fill: f32,
+) -> Array2<f32> {
+    let (n, w) = t.dim();
+    let seg = b.segment_of();
+    let count = match b.kind {
+        0 | 2 => b.seg.len(),
+        1 => b.seg.len() - 1,
+        3 => b.ids.len() / b.count,
+        _ => b.count,
+    };
+    let mut out = Array2::from_elem((count, w), fill);
+    for s in 0..count {
+        let kept: Vec<usize> = (0..b.ids.len())
+            .filter(|&p| seg[p] == s && Some(b.ids[p]) != skip)
+            .collect();
+        if kept.is_empty() {
+            continue;
+        }
+        let row = |p: usize| {
+            let i = b.ids[p];
+            (if i < 0 { i + n as i64 } else { i }) as usize
+        };
+        let weight = |p: usize| if weighted { b.weights[p] } else { 1.0 };
+        for j in 0..w {
+            let mut total: Option<f32> = None;
+            for o in 0..rows.ranks() {
+                let mine: Vec<usize> = kept
+                    .iter()
+                    .copied()
+                    .filter(|&p| rows.owner(row(p)) == Some(o))
+                    .collect();
+                if mine.is_empty() {
+                    continue;
+                }
+                let partial = match pooling {
+                    Pooling::Prod => mine.iter().map(|&p| t[[row(p), j]]).reduce(|a, x| a * x).unwrap(),
+                    _ if weighted => mine.iter().fold(0.0, |a, &p| a + weight(p) * t[[row(p), j]]),
+                    _ => mine.iter().fold(0.0, |a, &p| a + t[[row(p), j]]),
+                };
+                total = Some(match (pooling, total) {
+                    (Pooling::Prod, None) => partial,
+                    (Pooling::Prod, Some(a)) => a * partial,
+                    (_, None) => 0.0 + partial,
+                    (_, Some(a)) => a + partial,
+                });
+            }
+            let total = total.unwrap();
+            let sum_w = kept.iter().fold(0.0f32, |a, &p| a + weight(p));
+            let sum_w2 = kept.iter().fold(0.0f32, |a, &p| a + weight(p) * weight(p));
+            out[[s, j]] = match pooling {
+                Pooling::Mean if weighted => total / sum_w,
+                Pooling::Mean => total / kept.len() as f32,
+                Pooling::SqrtN if weighted => total / (sum_w2 as f64).sqrt() as f32,
+                Pooling::SqrtN => total / (kept.len() as f64).sqrt() as f32,
+                _ => total,
+            };
+        }
+    }
+    out
+}
+
+/// Bits of an array, for exact comparisons (NaN payloads and the sign of zero included).
+fn bits(a: &ndarray::ArrayRef<f32, ndarray::Ix2>) -> Vec<u32> {
+    a.iter().map(|v| v.to_bits()).collect()
+}
+
+pub fn run() {
+    let (universe, _) = mpi::initialize_with_threading(Threading::Serialized).expect("MPI initializes");
+    // A failed check on one rank ends every rank at once: unwinding would finalize MPI,
+    // which waits for the ranks still in a collective, and the launch would hang.
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        // SAFETY: MPI is initialized (above) and not finalized (the universe lives until
+        // `run` returns); `MPI_Abort` on the world communicator takes no other state.
+        unsafe { mpi::ffi::MPI_Abort(mpi::ffi::RSMPI_COMM_WORLD, 101) };
+    }));
+    let world = universe.world();
+    let (me, ranks) = (world.rank() as usize, world.size() as usize);
+    let mut checked = 0;
+    for seed in 1..=12u64 {
+        let (n, w) = (1 + Lcg::new(seed).below(60), 1 + Lcg::new(seed + 7).below(9));
+        let t = whole(seed, n, w);
+        let rows = bounds(seed, n, ranks);
+        let local = t.slice_axis(Axis(0), rows.range(me).into()).to_owned();
+        // Any layout: every other case's local rows in Fortran order.
+        let local = if seed % 2 == 0 {
+            let mut f = Array2::zeros(local.raw_dim().f());
+            f.assign(&local);
+            f
+        } else {
+            local
+        };
+        let table = ShardedTable::new(&world, local, rows.clone()).unwrap();
+        assert_eq!(table.shape(), &[n, w]);
+        let batches: Vec<Batch> = (0..ranks).map(|r| batch(seed, r, n)).collect();
+        let b = &batches[me];
+
+        // gather: the single-process bits, on any number of ranks and threads, in rounds.
+        let want = t.gather(&b.ids, 0).unwrap();
+        assert_eq!(
+            bits(&table.gather(&b.ids).unwrap()),
+            bits(&want),
+            "seed {seed}: gather"
+        );
+        let traffic = table.traffic();
+        let mut expect = Traffic::default();
+        for (r, other) in batches.iter().enumerate() {
+            for &i in &other.ids {
+                let owner = rows
+                    .owner((if i < 0 { i + n as i64 } else { i }) as usize)
+                    .unwrap();
+                if r == me && owner != me {
+                    expect.sent += 8;
+                    expect.received += (4 * w) as u64;
+                } else if r != me && owner == me {
+                    expect.received += 8;
+                    expect.sent += (4 * w) as u64;
+                }
+            }
+        }
+        assert_eq!(traffic, expect, "seed {seed}: gather's traffic");
+
+        // gather_reduce for every pooling, weighted and not, skipping and not.
+        for pooling in [
+            Pooling::Sum,
+            Pooling::Mean,
+            Pooling::SqrtN,
+            Pooling::Prod,
+            Pooling::Max,
+            Pooling::Min,
+        ] {
+            for (weighted, skip) in [
+                (false, None),
+                (true, None),
+                (false, b.ids.first().copied()),
+                (true, Some(-1_i64)),
+            ] {
+                let extremum = matches!(pooling, Pooling::Max | Pooling::Min);
+                if weighted && (extremum || pooling == Pooling::Prod) {
+                    continue;
+                }
+                // A skip value every rank agrees on is not needed: each rank skips its own.
+                let fill = if seed % 3 == 0 { -7.5 } else { 0.0 };
+                let mut pool: Pool<'_, f32> = pooling.fill(fill);
+                if weighted {
+                    pool = pool.weighted(&b.weights);
+                }
+                if let Some(v) = skip {
+                    pool = pool.skip(v);
+                }
+                let label = format!(
+                    "seed {seed} ranks {ranks} {pooling:?} weighted {weighted} skip {skip:?} kind {}",
+                    b.kind
+                );
+                let got = table.gather_reduce(&b.ids, b.segments(), pool.clone()).unwrap();
+                let single = t.gather_reduce(&b.ids, b.segments(), 0, pool.clone()).unwrap();
+                if extremum || ranks == 1 {
+                    assert_eq!(bits(&got), bits(&single), "{label}: the single-process bits");
+                }
+                if !extremum {
+                    let naive = two_level(&t, &rows, b, pooling, weighted, skip, fill);
+                    assert_eq!(bits(&got), bits(&naive), "{label}: decision 39's order");
+                }
+                if extremum {
+                    let (m, arg) = table
+                        .gather_reduce_arg(&b.ids, b.segments(), pool.clone())
+                        .unwrap();
+                    let (m1, arg1) = t
+                        .gather_reduce_arg(&b.ids, b.segments(), 0, pool.clone())
+                        .unwrap();
+                    assert_eq!((bits(&m), arg), (bits(&m1), arg1), "{label}: arg");
+                }
+                checked += 1;
+            }
+        }
+        // In rounds of a few elements: the same bits.
+        let small = ShardedTable::new(&world, table.local().clone(), rows.clone())
+            .unwrap()
+            .with_chunk_elements(3);
+        let pool = Pooling::Mean.weighted(&b.weights);
+        assert_eq!(
+            bits(&small.gather_reduce(&b.ids, b.segments(), pool.clone()).unwrap()),
+            bits(&table.gather_reduce(&b.ids, b.segments(), pool).unwrap()),
+            "seed {seed}: in rounds"
+        );
+        assert_eq!(
+            bits(&small.gather(&b.ids).unwrap()),
+            bits(&want),
+            "seed {seed}: gather in rounds"
+        );
+
+        // scatter: the single-process scatter of every rank's updates in (rank, position)
+        // order, on the whole table.
+        let updates = |r: usize| {
+            let mut g = Lcg::new(seed * 77 + r as u64);
+            Array2::from_shape_simple_fn((batches[r].ids.len(), w), || g.value())
+        };
+        let mut sharded = ShardedTable::new(&world, table.local().clone(), rows.clone()).unwrap();
+        sharded.scatter(&b.ids, &updates(me), reduce::Add).unwrap();
+        let mut all = t.clone();
+        for (r, other) in batches.iter().enumerate() {
+            all.scatter(&other.ids, &updates(r), 0, reduce::Add).unwrap();
+        }
+        let want = all.slice_axis(Axis(0), rows.range(me).into()).to_owned();
+        assert_eq!(bits(sharded.local()), bits(&want), "seed {seed}: scatter");
+
+        // Bad inputs on random ranks: every rank errs, the bad ones with their own error,
+        // the others naming the lowest bad rank; nothing is written; the next call works.
+        let mut g = Lcg::new(seed ^ 0xBAD);
+        let bad: Vec<bool> = (0..ranks).map(|_| g.below(3) == 0).collect();
+        let lowest = bad.iter().position(|&x| x);
+        let verdict = |e: GatherError, own: fn(&GatherError) -> bool, what: &str| match lowest {
+            Some(_) if bad[me] => assert!(own(&e), "seed {seed} {what}: own error expected, got {e}"),
+            Some(l) => assert!(
+                matches!(e, GatherError::Peer { rank, .. } if rank == l),
+                "seed {seed} {what}: Peer {{ rank: {l} }} expected, got {e}"
+            ),
+            None => unreachable!(),
+        };
+        let mut ids = b.ids.clone();
+        if bad[me] {
+            ids.push(n as i64); // out of range
+        }
+        let before = sharded.local().clone();
+        let upd = Array2::<f32>::ones((ids.len(), w));
+        match (lowest, sharded.scatter(&ids, &upd, reduce::Add)) {
+            (None, r) => r.unwrap(),
+            (Some(_), Ok(())) => panic!("seed {seed}: a bad scatter succeeded"),
+            (Some(_), Err(e)) => {
+                verdict(
+                    e,
+                    |e| matches!(e, GatherError::IndexOutOfBounds { .. }),
+                    "scatter",
+                );
+                assert_eq!(
+                    bits(sharded.local()),
+                    bits(&before),
+                    "seed {seed}: a failed scatter wrote"
+                );
+            }
+        }
+        match (
+            lowest,
+            table.gather_reduce(&ids, Segments::uniform(ids.len().max(1)), Pooling::Sum),
+        ) {
+            (None, _) => {}
+            (Some(_), r) => verdict(
+                r.unwrap_err(),
+                |e| {
+                    matches!(
+                        e,
+                        GatherError::IndexOutOfBounds { .. } | GatherError::Segments { .. }
+                    )
+                },
+                "gather_reduce",
+            ),
+        }
+        // Weights of the wrong length on the bad ranks.
+        let weights: Vec<f32> = vec![1.0; b.ids.len() + usize::from(bad[me])];
+        let r = table.gather_reduce(&b.ids, b.segments(), Pooling::Sum.weighted(&weights));
+        match lowest {
+            None => drop(r.unwrap()),
+            Some(_) => verdict(
+                r.unwrap_err(),
+                |e| matches!(e, GatherError::Weights { .. }),
+                "weights",
+            ),
+        }
+        // Disagreeing bounds, or a local table of the wrong size, in `new`.
+        let wrong = if bad[me] {
+            Rows::even(n + 1, ranks)
+        } else {
+            rows.clone()
+        };
+        match (lowest, ShardedTable::new(&world, table.local().clone(), wrong)) {
+            (None, r) => drop(r.unwrap()),
+            (Some(_), r) => {
+                let e = r.err().expect("bad bounds on some rank");
+                let own = |e: &GatherError| {
+                    matches!(
+                        e,
+                        GatherError::Bounds { .. }
+                            | GatherError::InputShape { .. }
+                            | GatherError::Peer { .. }
+                    )
+                };
+                assert!(own(&e), "seed {seed}: new with bad bounds gave {e}");
+            }
+        }
+        // The next call works.
+        assert_eq!(
+            bits(&table.gather(&b.ids).unwrap()),
+            bits(&t.gather(&b.ids, 0).unwrap())
+        );
+    }
+    // A large case, whose local calls run on the pool's threads where there is more than
+    // one: Max and the gather are the single-process bits; every rank prints a digest of
+    // its Sum and Mean, which the launcher compares between runs of one and three threads.
+    let (n, w) = (20_000, 32);
+    let t = whole(99, n, w);
+    let rows = bounds(99, n, ranks);
+    let local = t.slice_axis(Axis(0), rows.range(me).into()).to_owned();
+    let table = ShardedTable::new(&world, local, rows).unwrap();
+    let mut g = Lcg::new(1000 + me as u64);
+    let ids: Vec<i64> = (0..60_000).map(|_| g.below(n) as i64).collect();
+    let dst: Vec<i64> = (0..60_000).map(|_| g.below(5_000) as i64).collect();
+    let starts: Vec<i64> = (0..6_000).map(|b| 10 * b as i64).collect();
+    let weights: Vec<f32> = (0..60_000).map(|_| g.value()).collect();
+    assert_eq!(
+        bits(&table.gather(&ids).unwrap()),
+        bits(&t.gather(&ids, 0).unwrap()),
+        "large gather"
+    );
+    for segs in [Segments::starts(&starts), Segments::ids(&dst, 5_000)] {
+        let (m, arg) = table.gather_reduce_arg(&ids, segs, Pooling::Max).unwrap();
+        let (m1, arg1) = t.gather_reduce_arg(&ids, segs, 0, Pooling::Max).unwrap();
+        assert_eq!((bits(&m), arg), (bits(&m1), arg1), "large max");
+        for pool in [Pooling::Sum.into(), Pooling::Mean.weighted(&weights)] {
+            let got = table.gather_reduce(&ids, segs, pool.clone()).unwrap();
+            if ranks == 1 {
+                let single = t.gather_reduce(&ids, segs, 0, pool).unwrap();
+                assert_eq!(bits(&got), bits(&single), "large, one rank");
+            }
+            let digest = bits(&got).iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+                (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+            });
+            println!("bits rank {me} of {ranks}: {digest:016x}");
+        }
+    }
+    // Every rank ran the same number of checks (and none hung).
+    let mut total = 0u64;
+    world.all_reduce_into(&(checked as u64), &mut total, SystemOperation::sum());
+    assert_eq!(total, checked as u64 * ranks as u64);
+    if me == 0 {
+        println!("rank 0 of {ranks}: {checked} gather-reduce cases, gathers and scatters of 12 tables agree");
+    }
+}
