@@ -221,6 +221,34 @@ impl GatherReducePlan {
             .map(|_| ())
     }
 
+    /// [`apply`](Self::apply) with `Max` or `Min` and, for each output element, the
+    /// position its value came from (as
+    /// [`gather_reduce_arg`](crate::GatherReduceExt::gather_reduce_arg): ties keep the
+    /// first position; empty segments the number of positions).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new([3], &[2, 0, 2], Segments::ids(&[0, 0, 1], 3), 0)?;
+    /// let (m, arg) = plan.apply_arg(&array![1.0, 5.0, 4.0], Pooling::Max)?;
+    /// assert_eq!((m, arg), (array![4.0, 4.0, 0.0], array![0, 2, 3]));
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As `apply`, and a [`Pooling`](GatherError::Pooling) error for a pooling other than
+    /// `Max` and `Min`.
+    #[allow(clippy::type_complexity)]
+    pub fn apply_arg<'w, A: PoolElement + 'w, D: Dimension>(
+        &self,
+        x: &ArrayRef<A, D>,
+        pool: impl Into<Pool<'w, A>>,
+    ) -> Result<(Array<A, D>, Array<usize, D>), GatherError> {
+        let op = "GatherReducePlan::apply_arg";
+        self.run(op, x, pool.into(), Out::Arg)?.with_arg(op)
+    }
+
     fn run<A: PoolElement, D: Dimension>(
         &self,
         op: &'static str,

@@ -38,6 +38,7 @@
 
 mod combine;
 mod exchange;
+mod plan;
 mod rows;
 
 use std::cell::Cell;
@@ -45,7 +46,9 @@ use std::cell::Cell;
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence, Root};
 use ndarray::{Array, ArrayD, ArrayRef, Dimension, IxDyn};
 
+use self::combine::Routed;
 use self::exchange::{agree, all_to_all};
+pub use self::plan::ShardedPlan;
 pub use self::rows::Rows;
 use crate::call::into_dim;
 use crate::call::reduce::{check_pool, resolve_rows, with_rows};
@@ -435,7 +438,15 @@ where
                 Ok((segs, route, shape))
             });
             let (segs, route, shape) = agree(self.comm, op, local)?;
-            combine::reduce(self, op, &segs, &route, pool, arg, shape, &mut traffic)
+            let routed = Routed::new(
+                self.comm,
+                self.chunk,
+                self.rows.ranks(),
+                &segs,
+                route,
+                &mut traffic,
+            );
+            routed.pool(self, op, pool, arg, shape, None, &mut traffic)
         });
         self.traffic.set(traffic);
         out

@@ -326,6 +326,61 @@ pub fn run() {
                 checked += 1;
             }
         }
+        // A plan: routed once, the same bits as the calls for every pooling, on tables
+        // whose values change between applies; a table of other rows is refused.
+        let plan = table.plan(&b.ids, b.segments()).unwrap();
+        let skipping = table.plan_skipping(&b.ids, -1_i64, b.segments()).unwrap();
+        let mut moving = ShardedTable::new(&world, table.local().clone(), rows.clone()).unwrap();
+        for step in 0..2 {
+            for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Prod, Pooling::Max] {
+                let call = moving.gather_reduce(&b.ids, b.segments(), pooling).unwrap();
+                let applied = plan.apply(&moving, pooling).unwrap();
+                assert_eq!(
+                    bits(&applied),
+                    bits(&call),
+                    "seed {seed} step {step} {pooling:?}: plan"
+                );
+                let mut into = Array2::from_elem(call.raw_dim(), f32::NAN);
+                plan.apply_into(&moving, pooling, &mut into).unwrap();
+                assert_eq!(bits(&into), bits(&call), "seed {seed} {pooling:?}: apply_into");
+                let skip = skipping.apply(&moving, pooling.skip(-1)).unwrap();
+                let want = moving
+                    .gather_reduce(&b.ids, b.segments(), pooling.skip(-1))
+                    .unwrap();
+                assert_eq!(bits(&skip), bits(&want), "seed {seed} {pooling:?}: plan_skipping");
+            }
+            let weighted = Pooling::SqrtN.weighted(&b.weights);
+            assert_eq!(
+                bits(&plan.apply(&moving, weighted.clone()).unwrap()),
+                bits(&moving.gather_reduce(&b.ids, b.segments(), weighted).unwrap()),
+                "seed {seed}: weighted plan"
+            );
+            let (m, arg) = plan.apply_arg(&moving, Pooling::Min).unwrap();
+            let (m1, arg1) = moving
+                .gather_reduce_arg(&b.ids, b.segments(), Pooling::Min)
+                .unwrap();
+            assert_eq!((bits(&m), arg), (bits(&m1), arg1), "seed {seed}: plan's arg");
+            // A training step: every local value changes, the routing does not.
+            moving.local_mut().mapv_inplace(|v| v * 0.5 - 1.0);
+        }
+        let other = ShardedTable::new(
+            &world,
+            Array2::<f32>::zeros((rows.range(me).len(), w + 1)),
+            rows.clone(),
+        )
+        .unwrap();
+        match plan.apply(&other, Pooling::Sum) {
+            Err(GatherError::InputShape { .. }) => {}
+            r => panic!(
+                "seed {seed}: a table of another row shape gave {:?}",
+                r.map(|a| a.dim())
+            ),
+        }
+        assert!(
+            plan.apply(&table, Pooling::Sum.skip(3)).is_err(),
+            "seed {seed}: a skip the plan was not made for"
+        );
+
         // In rounds of a few elements: the same bits.
         let small = ShardedTable::new(&world, table.local().clone(), rows.clone())
             .unwrap()

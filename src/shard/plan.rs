@@ -1,0 +1,294 @@
+//! [`ShardedPlan`]: a sharded gather-reduce routed and checked once (a graph's every layer
+//! and epoch), then applied to any table of the same rows many times, moving only
+//! partials.
+
+use std::sync::Mutex;
+
+use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
+use ndarray::{Array, ArrayRef, Dimension};
+
+use super::combine::Routed;
+use super::exchange::agree;
+use super::{ShardedTable, Traffic, lend};
+use crate::call::into_dim;
+use crate::call::reduce::check_pool;
+use crate::error::GatherError;
+use crate::index::GatherIndex;
+use crate::indices::IndexArray;
+use crate::pool::{Pool, PoolElement};
+use crate::prepared::GatherReducePlan;
+use crate::segments::{Checked, Segments};
+
+/// A sharded gather-reduce whose ids were checked and routed once: each rank keeps which
+/// of its positions each owner serves, and each owner keeps, as a local
+/// [`GatherReducePlan`], the rows every rank asked of it, sorted by segment. Applying it
+/// moves no id: the weights (if any) go to the owners, and one partial row per segment and
+/// owner comes back. Made by [`ShardedTable::plan`]; no lifetime, `Send + Sync`.
+///
+/// ```no_run
+/// use mpi::traits::*;
+/// use ndarray::Array2;
+/// use ndarray_gather::prelude::*;
+/// use ndarray_gather::shard::{Rows, ShardedTable};
+///
+/// let universe = mpi::initialize().unwrap();
+/// let world = universe.world();
+/// let rows = Rows::even(3, world.size() as usize);
+/// let mine = rows.range(world.rank() as usize);
+/// let table = ShardedTable::new(&world, Array2::<f32>::ones((mine.len(), 2)), rows)?;
+/// // A graph: this rank's edges by destination, routed once.
+/// let (src, dst) = ([0_i64, 1, 2, 0], [1_i64, 1, 0, 2]);
+/// let plan = table.plan(&src, Segments::ids(&dst, 3))?;
+/// let mut h = Array2::zeros((3, 2));
+/// for _layer in 0..3 {
+///     plan.apply_into(&table, Pooling::Mean, &mut h)?;
+/// }
+/// # Ok::<(), GatherError>(())
+/// ```
+pub struct ShardedPlan {
+    routed: Routed,
+    /// The owner's side: the rows asked of this rank, sorted by segment once.
+    owner: GatherReducePlan,
+    /// The table it was made for: its bounds and row shape.
+    bounds: Vec<usize>,
+    row_shape: Vec<usize>,
+    skip: Option<i128>,
+    traffic: Mutex<Traffic>,
+}
+
+impl<'c, C, A, D> ShardedTable<'c, C, A, D>
+where
+    C: Communicator + CommunicatorCollectives,
+    A: PoolElement + Equivalence + Copy + Default,
+    D: Dimension,
+{
+    /// Routes and checks `indices` (global rows, as for
+    /// [`gather_reduce`](Self::gather_reduce)) into `segments` once, for every later
+    /// apply with any table of these rows. Collective.
+    ///
+    /// # Errors
+    /// On every rank, if any rank's indices or segments are bad: the bad rank's own error,
+    /// [`Peer`](GatherError::Peer) elsewhere; [`SizeOverflow`](GatherError::SizeOverflow)
+    /// (on its rank, `Peer` elsewhere) where the rows asked of an owner exceed `u32`.
+    pub fn plan<I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        indices: impl IndexArray<I, E>,
+        segments: Segments<'_, J>,
+    ) -> Result<ShardedPlan, GatherError> {
+        self.make_plan("ShardedTable::plan", indices, None, segments)
+    }
+
+    /// [`plan`](Self::plan) for pools that skip index value `skip` (`.skip(skip)`): the
+    /// plan checks the ids once, so it must know the exempt value.
+    ///
+    /// # Errors
+    /// As [`plan`](Self::plan).
+    pub fn plan_skipping<I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        indices: impl IndexArray<I, E>,
+        skip: impl GatherIndex,
+        segments: Segments<'_, J>,
+    ) -> Result<ShardedPlan, GatherError> {
+        self.make_plan(
+            "ShardedTable::plan_skipping",
+            indices,
+            Some(skip.to_i128()),
+            segments,
+        )
+    }
+
+    fn make_plan<I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        op: &'static str,
+        indices: impl IndexArray<I, E>,
+        skip: Option<i128>,
+        segments: Segments<'_, J>,
+    ) -> Result<ShardedPlan, GatherError> {
+        let mut traffic = Traffic::default();
+        let plan = lend(self.comm, op, indices, |ix| {
+            let local =
+                Checked::new(op, &segments, ix.len()).and_then(|segs| Ok((segs, self.route(op, ix, skip)?)));
+            let (segs, route) = agree(self.comm, op, local)?;
+            let routed = Routed::new(
+                self.comm,
+                self.chunk,
+                self.rows.ranks(),
+                &segs,
+                route,
+                &mut traffic,
+            );
+            let owner = GatherReducePlan::new(
+                self.local.raw_dim(),
+                &routed.ids,
+                Segments::ids(&routed.owner_segs, routed.owner_count),
+                0,
+            );
+            let owner = agree(self.comm, op, owner)?;
+            Ok(ShardedPlan {
+                routed,
+                owner,
+                bounds: self.rows.bounds().to_vec(),
+                row_shape: self.shape[1..].to_vec(),
+                skip,
+                traffic: Mutex::new(Traffic::default()),
+            })
+        });
+        self.traffic.set(traffic);
+        plan
+    }
+}
+
+impl ShardedPlan {
+    /// The number of segments (the output's length along axis 0).
+    pub fn segments(&self) -> usize {
+        self.routed.count
+    }
+
+    /// The number of this rank's positions (its weights need one each).
+    pub fn positions(&self) -> usize {
+        self.routed.route.total
+    }
+
+    /// The bytes this rank sent to and received from the other ranks in the plan's last
+    /// apply.
+    pub fn traffic(&self) -> Traffic {
+        *self.traffic.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The gather-reduce of `table` (of the plan's rows and row shape; its values may have
+    /// changed) with `pool`: as [`ShardedTable::gather_reduce`] with the plan's indices and
+    /// segments, the same bits. Collective.
+    ///
+    /// # Errors
+    /// On every rank if any rank's call is bad: an [`InputShape`](GatherError::InputShape)
+    /// or [`Bounds`](GatherError::Bounds) error for a table of other rows,
+    /// [`Weights`](GatherError::Weights) / [`Pooling`](GatherError::Pooling) as the call's
+    /// (and for a `.skip` other than the plan's), [`Peer`](GatherError::Peer) elsewhere.
+    pub fn apply<'w, C, A, D>(
+        &self,
+        table: &ShardedTable<'_, C, A, D>,
+        pool: impl Into<Pool<'w, A>>,
+    ) -> Result<Array<A, D>, GatherError>
+    where
+        C: Communicator + CommunicatorCollectives,
+        A: PoolElement + Equivalence + Copy + Default + 'w,
+        D: Dimension,
+    {
+        let op = "ShardedPlan::apply";
+        let (out, _) = self.run(op, table, pool.into(), false, None)?;
+        into_dim(op, out)
+    }
+
+    /// [`apply`](Self::apply) into `out`, of shape `[segments] ++ row shape` (any layout).
+    /// On `Err`, `out` is unchanged on every rank.
+    ///
+    /// # Errors
+    /// As [`apply`](Self::apply), and [`OutputShape`](GatherError::OutputShape).
+    pub fn apply_into<'w, C, A, D>(
+        &self,
+        table: &ShardedTable<'_, C, A, D>,
+        pool: impl Into<Pool<'w, A>>,
+        out: &mut ArrayRef<A, D>,
+    ) -> Result<(), GatherError>
+    where
+        C: Communicator + CommunicatorCollectives,
+        A: PoolElement + Equivalence + Copy + Default + 'w,
+        D: Dimension,
+    {
+        let op = "ShardedPlan::apply_into";
+        let (got, _) = self.run(op, table, pool.into(), false, Some(out.shape()))?;
+        out.assign(&into_dim::<A, D>(op, got)?);
+        Ok(())
+    }
+
+    /// [`apply`](Self::apply) with `Max` / `Min` and each value's position (as
+    /// [`ShardedTable::gather_reduce_arg`]).
+    ///
+    /// # Errors
+    /// As [`apply`](Self::apply), and a [`Pooling`](GatherError::Pooling) error for another
+    /// pooling.
+    #[allow(clippy::type_complexity)]
+    pub fn apply_arg<'w, C, A, D>(
+        &self,
+        table: &ShardedTable<'_, C, A, D>,
+        pool: impl Into<Pool<'w, A>>,
+    ) -> Result<(Array<A, D>, Array<usize, D>), GatherError>
+    where
+        C: Communicator + CommunicatorCollectives,
+        A: PoolElement + Equivalence + Copy + Default + 'w,
+        D: Dimension,
+    {
+        let op = "ShardedPlan::apply_arg";
+        let (out, arg) = self.run(op, table, pool.into(), true, None)?;
+        let arg = arg.ok_or_else(|| crate::error::internal(op, "an argmax was asked for"))?;
+        Ok((into_dim(op, out)?, into_dim(op, arg)?))
+    }
+
+    /// The checks (this rank's), the agreement, and the routed pooling.
+    #[allow(clippy::type_complexity)]
+    fn run<C, A, D>(
+        &self,
+        op: &'static str,
+        table: &ShardedTable<'_, C, A, D>,
+        pool: Pool<'_, A>,
+        arg: bool,
+        out: Option<&[usize]>,
+    ) -> Result<(ndarray::ArrayD<A>, Option<ndarray::ArrayD<usize>>), GatherError>
+    where
+        C: Communicator + CommunicatorCollectives,
+        A: PoolElement + Equivalence + Copy + Default,
+        D: Dimension,
+    {
+        let shape: Vec<usize> = std::iter::once(self.segments())
+            .chain(self.row_shape.iter().copied())
+            .collect();
+        let local = (|| {
+            if table.rows.bounds() != &self.bounds[..] {
+                return Err(GatherError::Bounds {
+                    op,
+                    entry: 0,
+                    value: table.rows.len(),
+                    detail: format!(
+                        "the table's bounds {:?} are not the plan's {:?}",
+                        table.rows.bounds(),
+                        self.bounds
+                    ),
+                });
+            }
+            if table.shape[1..] != self.row_shape[..] {
+                let expected: Vec<usize> = std::iter::once(table.rows.len())
+                    .chain(self.row_shape.iter().copied())
+                    .collect();
+                return Err(GatherError::InputShape {
+                    op,
+                    expected,
+                    found: table.shape.clone(),
+                });
+            }
+            if pool.skip.is_some() && pool.skip != self.skip {
+                return Err(GatherError::Pooling {
+                    op,
+                    pooling: pool.pooling,
+                    detail: "skips an index the plan was not made to skip (ShardedTable::plan_skipping)"
+                        .into(),
+                });
+            }
+            check_pool(op, &pool, self.positions(), arg)?;
+            match out {
+                Some(found) if found != &shape[..] => Err(GatherError::OutputShape {
+                    op,
+                    expected: shape.clone(),
+                    found: found.to_vec(),
+                }),
+                _ => Ok(()),
+            }
+        })();
+        let mut traffic = Traffic::default();
+        let done = agree(table.comm, op, local).and_then(|()| {
+            self.routed
+                .pool(table, op, pool, arg, shape, Some(&self.owner), &mut traffic)
+        });
+        *self.traffic.lock().unwrap_or_else(|e| e.into_inner()) = traffic;
+        done
+    }
+}
