@@ -32,11 +32,9 @@ pub(super) struct Routed {
     per_owner: Vec<usize>,
     /// The owner's side: the rows asked of it, in (source, position) order.
     pub ids: Vec<u64>,
-    /// Each asked row's segment, numbered across sources (each source's after the
-    /// previous ones').
-    pub owner_segs: Vec<u32>,
-    /// The owner's segments in all.
-    pub owner_count: usize,
+    /// The asked rows' segments as CSR ranges, each source's segments after the previous
+    /// sources'.
+    pub indptr: Vec<u64>,
     /// Each source's segments, and where they and its rows start.
     seg_counts: Vec<usize>,
     seg_starts: Vec<usize>,
@@ -56,7 +54,7 @@ impl Routed {
         traffic: &mut Traffic,
     ) -> Routed {
         let count = segs.count();
-        let segment = segs.to_ids(route.total).to_vec();
+        let segment = segs.to_ids(route.total).into_raw_vec_and_offset().0;
         // (With no segments, no position belongs to one: nothing travels.)
         let route = if count == 0 {
             Route {
@@ -68,15 +66,17 @@ impl Routed {
         } else {
             route
         };
+        let mut route = route;
         let mut first = vec![NONE; count];
         let (mut local, mut global, mut per_owner) = (
             Vec::with_capacity(route.positions.len()),
             Vec::new(),
             Vec::with_capacity(ranks),
         );
+        let mut at = 0;
         for o in 0..ranks {
-            let start = global.len();
-            for &p in route.of(o) {
+            let (start, n) = (global.len(), route.counts[o]);
+            for &p in &route.positions[at..at + n] {
                 let s = segment[p];
                 if first[s] == NONE {
                     first[s] = (global.len() - start) as u32;
@@ -87,19 +87,61 @@ impl Routed {
             for &s in &global[start..] {
                 first[s] = NONE;
             }
-            per_owner.push(global.len() - start);
+            let k = global.len() - start;
+            per_owner.push(k);
+            // The owner's positions by local segment (stable: position order within
+            // each), so that it pools sorted ranges rather than sorting ids itself.
+            let segs = &local[at..at + n];
+            if segs.windows(2).any(|w| w[0] > w[1]) {
+                let mut next = vec![0usize; k + 1];
+                for &s in segs {
+                    next[s as usize + 1] += 1;
+                }
+                for i in 0..k {
+                    next[i + 1] += next[i];
+                }
+                let mut order = vec![0usize; n];
+                for (i, &s) in segs.iter().enumerate() {
+                    order[next[s as usize]] = i;
+                    next[s as usize] += 1;
+                }
+                let permute = |v: &mut [usize]| {
+                    let old = v.to_vec();
+                    v.iter_mut().zip(&order).for_each(|(x, &i)| *x = old[i]);
+                };
+                permute(&mut route.positions[at..at + n]);
+                let old: Vec<u64> = route.ids[at..at + n].to_vec();
+                route.ids[at..at + n]
+                    .iter_mut()
+                    .zip(&order)
+                    .for_each(|(x, &i)| *x = old[i]);
+                let old: Vec<u32> = local[at..at + n].to_vec();
+                local[at..at + n]
+                    .iter_mut()
+                    .zip(&order)
+                    .for_each(|(x, &i)| *x = old[i]);
+            }
+            at += n;
         }
         let ids = all_to_all(comm, &route.ids, &route.counts, chunk, traffic);
         let segs_in = all_to_all(comm, &local, &route.counts, chunk, traffic);
-        let (mut owner_segs, mut offset) = (Vec::with_capacity(segs_in.values.len()), 0usize);
+        // The owner's side: each source's segments after the previous sources', as CSR
+        // ranges of the rows asked (every local segment has a position).
+        let (mut indptr, mut offset) = (vec![0u64], 0usize);
         let (mut seg_counts, mut seg_starts, mut batch_start) = (Vec::new(), Vec::new(), Vec::new());
         let mut from = 0;
         for &n in &segs_in.counts {
             let batch = &segs_in.values[from..from + n];
             let k = batch.iter().map(|&s| s as usize + 1).max().unwrap_or(0);
+            let mut sizes = vec![0u64; k];
+            for &s in batch {
+                sizes[s as usize] += 1;
+            }
+            for c in sizes {
+                indptr.push(indptr[indptr.len() - 1] + c);
+            }
             batch_start.push(from);
             seg_starts.push(offset);
-            owner_segs.extend(batch.iter().map(|&s| s + offset as u32));
             seg_counts.push(k);
             offset += k;
             from += n;
@@ -111,8 +153,7 @@ impl Routed {
             global,
             per_owner,
             ids: ids.values,
-            owner_segs,
-            owner_count: offset,
+            indptr,
             seg_counts,
             seg_starts,
             batch_start,
@@ -153,7 +194,7 @@ impl Routed {
             (p, _) => p.into(),
         };
         let extremum = matches!(pool.pooling, Pooling::Max | Pooling::Min);
-        let segments = Segments::ids(&self.owner_segs, self.owner_count);
+        let segments = Segments::indptr(&self.indptr);
         let w = table.row_len();
         let local = &table.local;
         let (partials, partial_arg) = if extremum {

@@ -84,6 +84,29 @@ where
     let chunk = chunk.clamp(1, i32::MAX as usize / 2) as u64;
     let rounds = most.div_ceil(chunk).max(1) as usize;
     let mut values = vec![T::default(); total_recv];
+    let as_counts = |c: &[usize]| -> Vec<mpi::Count> { c.iter().map(|&n| n as mpi::Count).collect() };
+    let displs = |c: &[mpi::Count]| -> Vec<mpi::Count> {
+        c.iter()
+            .scan(0, |at, &n| {
+                let o = *at;
+                *at += n;
+                Some(o)
+            })
+            .collect()
+    };
+    if rounds == 1 {
+        // One round: straight from `send` into `values` (every total is below `chunk`,
+        // itself below 2^30, so the counts and displacements fit).
+        let (sc, rc) = (as_counts(counts), as_counts(&recv_counts));
+        let (sd, rd) = (displs(&sc), displs(&rc));
+        let s = Partition::new(send, &sc[..], &sd[..]);
+        let mut r = PartitionMut::new(&mut values[..], &rc[..], &rd[..]);
+        comm.all_to_all_varcount_into(&s, &mut r);
+        return Received {
+            values,
+            counts: recv_counts,
+        };
+    }
     let offsets = |c: &[usize]| -> Vec<usize> {
         c.iter()
             .scan(0, |at, &n| {
@@ -107,18 +130,9 @@ where
         for (r, &(lo, hi)) in sp.iter().enumerate() {
             out_buf.extend_from_slice(&send[send_at[r] + lo..send_at[r] + hi]);
         }
-        let as_count = |v: usize| v as mpi::Count; // below `chunk`, itself below 2^30
-        let sc: Vec<mpi::Count> = sp.iter().map(|&(lo, hi)| as_count(hi - lo)).collect();
-        let rc: Vec<mpi::Count> = rp.iter().map(|&(lo, hi)| as_count(hi - lo)).collect();
-        let displs = |c: &[mpi::Count]| -> Vec<mpi::Count> {
-            c.iter()
-                .scan(0, |at, &n| {
-                    let o = *at;
-                    *at += n;
-                    Some(o)
-                })
-                .collect()
-        };
+        // (Each round's totals are below `chunk`, itself below 2^30.)
+        let sc: Vec<mpi::Count> = sp.iter().map(|&(lo, hi)| (hi - lo) as mpi::Count).collect();
+        let rc: Vec<mpi::Count> = rp.iter().map(|&(lo, hi)| (hi - lo) as mpi::Count).collect();
         let (sd, rd) = (displs(&sc), displs(&rc));
         in_buf.clear();
         in_buf.resize(rc.iter().map(|&c| c as usize).sum(), T::default());

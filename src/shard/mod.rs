@@ -39,6 +39,7 @@
 mod combine;
 mod exchange;
 mod plan;
+mod route;
 mod rows;
 
 use std::cell::Cell;
@@ -49,14 +50,14 @@ use ndarray::{Array, ArrayD, ArrayRef, Dimension, IxDyn};
 use self::combine::Routed;
 use self::exchange::{agree, all_to_all};
 pub use self::plan::ShardedPlan;
+use self::route::{Route, lend};
 pub use self::rows::Rows;
 use crate::call::into_dim;
-use crate::call::reduce::{check_pool, resolve_rows, with_rows};
+use crate::call::reduce::check_pool;
 use crate::error::{GatherError, internal};
 use crate::ext::{GatherExt, ScatterExt};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
-use crate::kernel::reduce::Row;
 use crate::layout::checked_len;
 use crate::plan::policy::SHARD_CHUNK_ELEMENTS;
 use crate::pool::{Pool, PoolElement};
@@ -89,43 +90,6 @@ pub struct ShardedTable<'c, C: Communicator, A, D: Dimension> {
     traffic: Cell<Traffic>,
     /// The most elements one round of an exchange moves per rank.
     chunk: usize,
-}
-
-/// Runs `body` on `indices` as ndarray's reference type; if they cannot be lent (`body`
-/// never ran), this rank still takes its part in the agreement, with that error.
-fn lend<C: Communicator, I: GatherIndex, E: Dimension, T>(
-    comm: &C,
-    op: &'static str,
-    indices: impl IndexArray<I, E>,
-    body: impl FnOnce(&ArrayRef<I, E>) -> Result<T, GatherError>,
-) -> Result<T, GatherError> {
-    let mut ran = false;
-    let out = indices.with_ref(op, |ix| {
-        ran = true;
-        body(ix)
-    });
-    if ran { out } else { agree(comm, op, out) }
-}
-
-/// Each position's owner and local row, grouped by owner (in position order within an
-/// owner): what travels to the owners.
-struct Route {
-    /// The positions each owner serves, owner by owner.
-    positions: Vec<usize>,
-    /// Their local rows on their owners.
-    ids: Vec<u64>,
-    /// How many positions each owner serves.
-    counts: Vec<usize>,
-    /// The number of positions, skipped ones included.
-    total: usize,
-}
-
-impl Route {
-    /// Owner `o`'s positions.
-    fn of(&self, o: usize) -> &[usize] {
-        let start: usize = self.counts[..o].iter().sum();
-        &self.positions[start..start + self.counts[o]]
-    }
 }
 
 impl<'c, C, A, D> ShardedTable<'c, C, A, D>
@@ -252,53 +216,6 @@ where
     /// The elements of one row.
     fn row_len(&self) -> usize {
         self.shape[1..].iter().product()
-    }
-
-    /// The global rows of `indices` (negative ones from the end of `n`; `skip` left out)
-    /// grouped by owner; or the error naming the first bad index. Local: no collective.
-    fn route<I: GatherIndex, E: Dimension>(
-        &self,
-        op: &'static str,
-        indices: &ArrayRef<I, E>,
-        skip: Option<i128>,
-    ) -> Result<Route, GatherError> {
-        let resolved = resolve_rows(op, indices, 0, self.rows.len(), skip)?;
-        Ok(with_rows!(resolved, r => self.bucket(r.rows)))
-    }
-
-    /// Positions grouped by the owner of their row (a stable counting sort).
-    fn bucket<R: Row>(&self, rows: &[R]) -> Route {
-        let ranks = self.rows.ranks();
-        let owner = |r: R| (r != R::SKIP).then(|| self.rows.owner(r.get())).flatten();
-        let mut counts = vec![0usize; ranks];
-        for &r in rows {
-            if let Some(o) = owner(r) {
-                counts[o] += 1;
-            }
-        }
-        let mut next: Vec<usize> = counts
-            .iter()
-            .scan(0, |at, &n| {
-                let o = *at;
-                *at += n;
-                Some(o)
-            })
-            .collect();
-        let kept = counts.iter().sum();
-        let (mut positions, mut ids) = (vec![0usize; kept], vec![0u64; kept]);
-        for (p, &r) in rows.iter().enumerate() {
-            if let Some(o) = owner(r) {
-                positions[next[o]] = p;
-                ids[next[o]] = (r.get() - self.rows.range(o).start) as u64;
-                next[o] += 1;
-            }
-        }
-        Route {
-            positions,
-            ids,
-            counts,
-            total: rows.len(),
-        }
     }
 
     /// The global rows at `indices` (any rank `q`): an array of shape

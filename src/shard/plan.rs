@@ -120,7 +120,7 @@ where
             let owner = GatherReducePlan::new(
                 self.local.raw_dim(),
                 &routed.ids,
-                Segments::ids(&routed.owner_segs, routed.owner_count),
+                Segments::indptr(&routed.indptr),
                 0,
             );
             let owner = agree(self.comm, op, owner)?;

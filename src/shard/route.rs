@@ -1,0 +1,105 @@
+//! Where a sharded call's positions go: each position's global row resolved and checked,
+//! its owner found, and the positions grouped by owner ([`Route`]).
+
+use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
+use ndarray::{ArrayRef, Dimension};
+
+use super::ShardedTable;
+use super::exchange::agree;
+use crate::call::reduce::{resolve_rows, with_rows};
+use crate::error::GatherError;
+use crate::index::GatherIndex;
+use crate::indices::IndexArray;
+use crate::kernel::reduce::Row;
+use crate::pool::PoolElement;
+
+/// Runs `body` on `indices` as ndarray's reference type; if they cannot be lent (`body`
+/// never ran), this rank still takes its part in the agreement, with that error.
+pub(super) fn lend<C: Communicator, I: GatherIndex, E: Dimension, T>(
+    comm: &C,
+    op: &'static str,
+    indices: impl IndexArray<I, E>,
+    body: impl FnOnce(&ArrayRef<I, E>) -> Result<T, GatherError>,
+) -> Result<T, GatherError> {
+    let mut ran = false;
+    let out = indices.with_ref(op, |ix| {
+        ran = true;
+        body(ix)
+    });
+    if ran { out } else { agree(comm, op, out) }
+}
+
+/// Each position's owner and local row, grouped by owner (in position order within an
+/// owner): what travels to the owners.
+pub(super) struct Route {
+    /// The positions each owner serves, owner by owner.
+    pub positions: Vec<usize>,
+    /// Their local rows on their owners.
+    pub ids: Vec<u64>,
+    /// How many positions each owner serves.
+    pub counts: Vec<usize>,
+    /// The number of positions, skipped ones included.
+    pub total: usize,
+}
+
+impl Route {
+    /// Owner `o`'s positions.
+    pub fn of(&self, o: usize) -> &[usize] {
+        let start: usize = self.counts[..o].iter().sum();
+        &self.positions[start..start + self.counts[o]]
+    }
+}
+
+impl<C, A, D> ShardedTable<'_, C, A, D>
+where
+    C: Communicator + CommunicatorCollectives,
+    A: PoolElement + Equivalence + Copy + Default,
+    D: Dimension,
+{
+    /// The global rows of `indices` (negative ones from the end of `n`; `skip` left out)
+    /// grouped by owner; or the error naming the first bad index. Local: no collective.
+    pub(super) fn route<I: GatherIndex, E: Dimension>(
+        &self,
+        op: &'static str,
+        indices: &ArrayRef<I, E>,
+        skip: Option<i128>,
+    ) -> Result<Route, GatherError> {
+        let resolved = resolve_rows(op, indices, 0, self.rows.len(), skip)?;
+        Ok(with_rows!(resolved, r => self.bucket(r.rows)))
+    }
+
+    /// Positions grouped by the owner of their row (a stable counting sort).
+    fn bucket<R: Row>(&self, rows: &[R]) -> Route {
+        let ranks = self.rows.ranks();
+        let owner = |r: R| (r != R::SKIP).then(|| self.rows.owner(r.get())).flatten();
+        let mut counts = vec![0usize; ranks];
+        for &r in rows {
+            if let Some(o) = owner(r) {
+                counts[o] += 1;
+            }
+        }
+        let mut next: Vec<usize> = counts
+            .iter()
+            .scan(0, |at, &n| {
+                let o = *at;
+                *at += n;
+                Some(o)
+            })
+            .collect();
+        let kept = counts.iter().sum();
+        let (mut positions, mut ids) = (vec![0usize; kept], vec![0u64; kept]);
+        for (p, &r) in rows.iter().enumerate() {
+            if let Some(o) = owner(r) {
+                positions[next[o]] = p;
+                ids[next[o]] = (r.get() - self.rows.range(o).start) as u64;
+                next[o] += 1;
+            }
+        }
+        Route {
+            positions,
+            ids,
+            counts,
+            total: rows.len(),
+        }
+    }
+}
