@@ -197,32 +197,49 @@ impl Routed {
         let segments = Segments::indptr(&self.indptr);
         let w = table.row_len();
         let local = &table.local;
-        let (partials, partial_arg) = if extremum {
-            let (m, a) = match owner_plan {
-                Some(plan) => plan.apply_arg(local, owner_pool)?,
-                None => local.gather_reduce_arg(&self.ids, segments, 0, owner_pool)?,
-            };
-            // Each partial's position relative to its source's batch, as the source counts.
-            let a = a
-                .as_slice()
-                .ok_or_else(|| internal(op, "a fresh argmax not in standard layout"))?;
-            let mut rel = Vec::with_capacity(a.len());
-            for (s, &n) in self.seg_counts.iter().enumerate() {
-                let rows = &a[self.seg_starts[s] * w..(self.seg_starts[s] + n) * w];
-                rel.extend(rows.iter().map(|&q| (q - self.batch_start[s]) as u64));
-            }
-            (m.into_raw_vec_and_offset().0, Some(rel))
-        } else {
-            let m = match owner_plan {
-                Some(plan) => plan.apply(local, owner_pool)?,
-                None => local.gather_reduce(&self.ids, segments, 0, owner_pool)?,
-            };
-            (m.into_raw_vec_and_offset().0, None)
+        // (A failure here, which the agreement rules out, still takes part in the
+        // exchanges below, with zeros, so that no rank waits alone; it is returned after.)
+        let owned: Result<(Vec<A>, Option<Vec<u64>>), GatherError> = (|| {
+            Ok(if extremum {
+                let (m, a) = match owner_plan {
+                    Some(plan) => plan.apply_arg(local, owner_pool)?,
+                    None => local.gather_reduce_arg(&self.ids, segments, 0, owner_pool)?,
+                };
+                // Each partial's position relative to its source's batch, as the source
+                // counts.
+                let a = a
+                    .as_slice()
+                    .ok_or_else(|| internal(op, "a fresh argmax not in standard layout"))?;
+                let mut rel = Vec::with_capacity(a.len());
+                for (s, &n) in self.seg_counts.iter().enumerate() {
+                    let rows = &a[self.seg_starts[s] * w..(self.seg_starts[s] + n) * w];
+                    rel.extend(rows.iter().map(|&q| (q - self.batch_start[s]) as u64));
+                }
+                (m.into_raw_vec_and_offset().0, Some(rel))
+            } else {
+                let m = match owner_plan {
+                    Some(plan) => plan.apply(local, owner_pool)?,
+                    None => local.gather_reduce(&self.ids, segments, 0, owner_pool)?,
+                };
+                (m.into_raw_vec_and_offset().0, None)
+            })
+        })();
+        let total = self.seg_counts.iter().sum::<usize>() * w;
+        let (partials, partial_arg, failed) = match owned {
+            Ok((p, a)) => (p, a, None),
+            Err(e) => (
+                vec![A::zero(); total],
+                extremum.then(|| vec![0u64; total]),
+                Some(e),
+            ),
         };
         // Back to the sources: one partial row per (segment, owner), and its positions.
         let sizes: Vec<usize> = self.seg_counts.iter().map(|&n| n * w).collect();
         let got = all_to_all(comm, &partials, &sizes, chunk, traffic);
         let got_arg = partial_arg.map(|a| all_to_all(comm, &a, &sizes, chunk, traffic));
+        if let Some(e) = failed {
+            return Err(e);
+        }
         // The caller's side: the partials in increasing rank order.
         let (count, segment, global) = (self.count, &self.segment, &self.global);
         let pooler = Pooler::of(pool, positions);

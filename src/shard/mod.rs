@@ -258,13 +258,27 @@ where
             let route = agree(self.comm, op, local)?;
             let asked = all_to_all(self.comm, &route.ids, &route.counts, self.chunk, &mut traffic);
             // The owner's side: the rows asked of it, in the order asked.
-            let found = self.local.gather(&asked.values, 0)?;
-            let found = found
-                .as_slice()
-                .ok_or_else(|| internal(op, "a fresh gather not in standard layout"))?;
+            // (A failure here, which the agreement rules out, still takes part in the
+            // exchange below, with zeros, so that no rank waits alone.)
+            let gathered = self.local.gather(&asked.values, 0);
+            let zeros;
+            let (found, failed) = match gathered.as_ref().map(|f| f.as_slice()) {
+                Ok(Some(f)) => (f, None),
+                other => {
+                    zeros = vec![A::zero(); asked.values.len() * self.row_len()];
+                    let e = match other {
+                        Err(e) => e.clone(),
+                        _ => internal(op, "a fresh gather not in standard layout"),
+                    };
+                    (&zeros[..], Some(e))
+                }
+            };
             let w = self.row_len();
             let sizes: Vec<usize> = asked.counts.iter().map(|&c| c * w).collect();
             let got = all_to_all(self.comm, found, &sizes, self.chunk, &mut traffic);
+            if let Some(e) = failed {
+                return Err(e);
+            }
             let mut out = vec![A::zero(); shape.iter().product()];
             for o in 0..self.rows.ranks() {
                 for (&p, row) in route.of(o).iter().zip(got.from(o).chunks(w.max(1))) {
