@@ -113,8 +113,15 @@ fn main() {
                         .gather_reduce_into(&my_ids, Segments::starts(&starts), 0, Pooling::Sum, &mut out)
                         .unwrap()
                 });
+                let alloc = time(&world, iterations, || {
+                    std::hint::black_box(
+                        whole
+                            .gather_reduce(&my_ids, Segments::starts(&starts), 0, Pooling::Sum)
+                            .unwrap(),
+                    );
+                });
                 print(format!(
-                    "local D1-batch ranks {ranks} {ms:.3} ms (single-process gather_reduce_into)"
+                    "local D1-batch ranks {ranks} {ms:.3} ms into, {alloc:.3} ms allocating (single-process calls)"
                 ));
             }
         }

@@ -53,9 +53,9 @@ pub use self::plan::ShardedPlan;
 use self::route::{Route, lend};
 pub use self::rows::Rows;
 use crate::call::into_dim;
-use crate::call::reduce::check_pool;
+use crate::call::reduce::{check_pool, resolve_rows};
 use crate::error::{GatherError, internal};
-use crate::ext::{GatherExt, ScatterExt};
+use crate::ext::{GatherExt, GatherReduceExt, ScatterExt};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::layout::checked_len;
@@ -256,6 +256,10 @@ where
                     })
             });
             let route = agree(self.comm, op, local)?;
+            if self.rows.ranks() == 1 {
+                // One rank holds the whole table: no routing.
+                return Ok(self.local.gather(ix, 0)?.into_dyn());
+            }
             let asked = all_to_all(self.comm, &route.ids, &route.counts, self.chunk, &mut traffic);
             // The owner's side: the rows asked of it, in the order asked.
             // (A failure here, which the agreement rules out, still takes part in the
@@ -355,9 +359,16 @@ where
         let out = lend(self.comm, op, indices, |ix| {
             let positions = ix.len();
             // Segments, then the pool, then the indices: the order of the arguments.
+            // One rank holds the whole table: the single-process call is the result
+            // (decision 39), with no routing.
+            let single = self.rows.ranks() == 1;
             let local = Checked::new(op, &segments, positions).and_then(|segs| {
                 check_pool(op, &pool, positions, arg)?;
-                let route = self.route(op, ix, pool.skip)?;
+                let route = if single {
+                    resolve_rows(op, ix, 0, self.rows.len(), pool.skip).map(|_| None)?
+                } else {
+                    Some(self.route(op, ix, pool.skip)?)
+                };
                 let shape: Vec<usize> = std::iter::once(segs.count())
                     .chain(self.shape[1..].iter().copied())
                     .collect();
@@ -369,6 +380,14 @@ where
                 Ok((segs, route, shape))
             });
             let (segs, route, shape) = agree(self.comm, op, local)?;
+            let Some(route) = route else {
+                return Ok(if arg {
+                    let (m, a) = self.local.gather_reduce_arg(ix, segments, 0, pool)?;
+                    (m.into_dyn(), Some(a.into_dyn()))
+                } else {
+                    (self.local.gather_reduce(ix, segments, 0, pool)?.into_dyn(), None)
+                });
+            };
             let routed = Routed::new(
                 self.comm,
                 self.chunk,
@@ -415,6 +434,10 @@ where
                 }
             });
             let route = agree(self.comm, op, local)?;
+            if self.rows.ranks() == 1 {
+                // One rank holds the whole table: no routing.
+                return self.local.scatter(ix, updates, 0, reducer);
+            }
             let w = self.row_len();
             let updates = updates.as_standard_layout();
             let flat = updates
