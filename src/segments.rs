@@ -317,6 +317,22 @@ impl<'a, J: GatherIndex> Checked<'a, J> {
         }
     }
 
+    /// Each position's segment, into `ids` (cleared; its storage reused).
+    pub fn ids_into(&self, positions: usize, ids: &mut Vec<usize>) {
+        ids.clear();
+        match self {
+            Checked::Ids(v, _) => ids.extend(v.iter().map(|v| v.to_i128() as usize)),
+            Checked::Sorted(bounds, n) => {
+                ids.resize(positions, 0);
+                for s in 0..*n {
+                    for p in bounds.get(s) {
+                        ids[p] = s;
+                    }
+                }
+            }
+        }
+    }
+
     /// Each position's segment.
     pub fn to_ids(&self, positions: usize) -> Array1<usize> {
         match self {

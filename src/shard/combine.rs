@@ -2,11 +2,13 @@
 //! pooling its share of every segment with the crate's own gather-reduce, and the caller
 //! combining the owners' partials in increasing rank order (decision 39).
 
+use std::cell::RefCell;
+
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
-use ndarray::{ArrayD, Dimension, IxDyn};
+use ndarray::{ArrayD, ArrayViewMut, Dimension, IxDyn};
 
 use super::exchange::all_to_all;
-use super::{Route, ShardedTable, Traffic};
+use super::{Route, ShardedTable, Spare, Traffic};
 use crate::error::{GatherError, internal};
 use crate::ext::GatherReduceExt;
 use crate::kernel::reduce::{End, Pooler, Tally, better, divide};
@@ -45,16 +47,19 @@ impl Routed {
     /// Routes `route`'s positions into the checked `segs`: each owner's segments numbered
     /// densely in order of first appearance, then the rows and local segments sent to
     /// their owners. Collective (after the agreement on errors).
-    pub fn new<C: CommunicatorCollectives, J: crate::index::GatherIndex>(
+    pub fn new<C: CommunicatorCollectives, J: crate::index::GatherIndex, A>(
         comm: &C,
         chunk: usize,
         ranks: usize,
         segs: &Checked<'_, J>,
         route: Route,
         traffic: &mut Traffic,
+        spare: &RefCell<Spare<A>>,
     ) -> Routed {
+        let mut spare = spare.borrow_mut();
         let count = segs.count();
-        let segment = segs.to_ids(route.total).into_raw_vec_and_offset().0;
+        let mut segment = std::mem::take(&mut spare.segment);
+        segs.ids_into(route.total, &mut segment);
         // (With no segments, no position belongs to one: nothing travels.)
         let route = if count == 0 {
             Route {
@@ -68,11 +73,8 @@ impl Routed {
         };
         let mut route = route;
         let mut first = vec![NONE; count];
-        let (mut local, mut global, mut per_owner) = (
-            Vec::with_capacity(route.positions.len()),
-            Vec::new(),
-            Vec::with_capacity(ranks),
-        );
+        let (mut local, mut global, mut per_owner) = (std::mem::take(&mut spare.local), Vec::new(), Vec::with_capacity(ranks));
+        local.clear();
         let mut at = 0;
         for o in 0..ranks {
             let (start, n) = (global.len(), route.counts[o]);
@@ -123,8 +125,8 @@ impl Routed {
             }
             at += n;
         }
-        let ids = all_to_all(comm, &route.ids, &route.counts, chunk, traffic);
-        let segs_in = all_to_all(comm, &local, &route.counts, chunk, traffic);
+        let ids = all_to_all(comm, &route.ids, &route.counts, chunk, traffic, std::mem::take(&mut spare.asked));
+        let segs_in = all_to_all(comm, &local, &route.counts, chunk, traffic, std::mem::take(&mut spare.asked_segs));
         // The owner's side: each source's segments after the previous sources', as CSR
         // ranges of the rows asked (every local segment has a position).
         let (mut indptr, mut offset) = (vec![0u64], 0usize);
@@ -146,6 +148,8 @@ impl Routed {
             offset += k;
             from += n;
         }
+        spare.local = local;
+        spare.asked_segs = segs_in.values;
         Routed {
             route,
             segment,
@@ -158,6 +162,14 @@ impl Routed {
             seg_starts,
             batch_start,
         }
+    }
+
+    /// Returns a call's buffers to the table for its next call.
+    pub fn give_back<A>(self, spare: &mut Spare<A>) {
+        spare.positions = self.route.positions;
+        spare.ids = self.route.ids;
+        spare.segment = self.segment;
+        spare.asked = self.ids;
     }
 
     /// Pools the routed positions of `table` with `pool` into an output of `shape` (and
@@ -186,7 +198,7 @@ impl Routed {
             .weights
             .as_ref()
             .map(|w| route.positions.iter().map(|&p| w[p]).collect());
-        let weights_in = weights.map(|w| all_to_all(comm, &w, &route.counts, chunk, traffic));
+        let weights_in = weights.map(|w| all_to_all(comm, &w, &route.counts, chunk, traffic, Vec::new()));
         // The owner's side: every source's positions as one gather-reduce by ids.
         let owner_pool: Pool<'_, A> = match (pool.pooling, &weights_in) {
             (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, Some(w)) => Pooling::Sum.weighted(&w.values),
@@ -217,11 +229,20 @@ impl Routed {
                 }
                 (m.into_raw_vec_and_offset().0, Some(rel))
             } else {
-                let m = match owner_plan {
-                    Some(plan) => plan.apply(local, owner_pool)?,
-                    None => local.gather_reduce(&self.ids, segments, 0, owner_pool)?,
-                };
-                (m.into_raw_vec_and_offset().0, None)
+                // Into the partials of the table's last call.
+                let mut buf = std::mem::take(&mut table.spare.borrow_mut().partials);
+                buf.clear();
+                buf.resize(self.indptr.len().saturating_sub(1) * w, A::zero());
+                let mut dim = D::zeros(local.ndim());
+                dim.slice_mut()[0] = self.indptr.len() - 1;
+                dim.slice_mut()[1..].copy_from_slice(&local.shape()[1..]);
+                let mut view = ArrayViewMut::from_shape(dim, &mut buf[..])
+                    .map_err(|_| internal(op, "partials of another size"))?;
+                match owner_plan {
+                    Some(plan) => plan.apply_into(local, owner_pool, &mut view)?,
+                    None => local.gather_reduce_into(&self.ids, segments, 0, owner_pool, &mut view)?,
+                }
+                (buf, None)
             })
         })();
         let total = self.seg_counts.iter().sum::<usize>() * w;
@@ -235,8 +256,12 @@ impl Routed {
         };
         // Back to the sources: one partial row per (segment, owner), and its positions.
         let sizes: Vec<usize> = self.seg_counts.iter().map(|&n| n * w).collect();
-        let got = all_to_all(comm, &partials, &sizes, chunk, traffic);
-        let got_arg = partial_arg.map(|a| all_to_all(comm, &a, &sizes, chunk, traffic));
+        let got_buf = std::mem::take(&mut table.spare.borrow_mut().got);
+        let got = all_to_all(comm, &partials, &sizes, chunk, traffic, got_buf);
+        let got_arg = partial_arg.map(|a| all_to_all(comm, &a, &sizes, chunk, traffic, Vec::new()));
+        if !extremum {
+            table.spare.borrow_mut().partials = partials;
+        }
         if let Some(e) = failed {
             return Err(e);
         }

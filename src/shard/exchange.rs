@@ -49,7 +49,8 @@ impl<T> Received<T> {
 /// receives what every rank sends this one: an all-to-all of the counts, then of the
 /// values (`MPI_Alltoallv`), in as many rounds as keep every rank's per-round totals at
 /// most `chunk` elements (MPI counts and displacements are 32-bit), each pair's values
-/// split evenly over the rounds. Adds the bytes sent to and received from other ranks to
+/// split evenly over the rounds, into `into`'s storage (a buffer kept from an earlier
+/// call: no fresh pages). Adds the bytes sent to and received from other ranks to
 /// `traffic`. Collective: every rank calls it with its own counts.
 pub(super) fn all_to_all<C, T>(
     comm: &C,
@@ -57,6 +58,7 @@ pub(super) fn all_to_all<C, T>(
     counts: &[usize],
     chunk: usize,
     traffic: &mut Traffic,
+    into: Vec<T>,
 ) -> Received<T>
 where
     C: CommunicatorCollectives,
@@ -83,7 +85,9 @@ where
     comm.all_reduce_into(&largest, &mut most, SystemOperation::max());
     let chunk = chunk.clamp(1, i32::MAX as usize / 2) as u64;
     let rounds = most.div_ceil(chunk).max(1) as usize;
-    let mut values = vec![T::default(); total_recv];
+    let mut values = into;
+    values.clear();
+    values.resize(total_recv, T::default());
     let as_counts = |c: &[usize]| -> Vec<mpi::Count> { c.iter().map(|&n| n as mpi::Count).collect() };
     let displs = |c: &[mpi::Count]| -> Vec<mpi::Count> {
         c.iter()

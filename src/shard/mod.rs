@@ -42,7 +42,7 @@ mod plan;
 mod route;
 mod rows;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence, Root};
 use ndarray::{Array, ArrayD, ArrayRef, Dimension, IxDyn};
@@ -90,6 +90,37 @@ pub struct ShardedTable<'c, C: Communicator, A, D: Dimension> {
     traffic: Cell<Traffic>,
     /// The most elements one round of an exchange moves per rank.
     chunk: usize,
+    /// The buffers of the last call, kept for the next.
+    spare: RefCell<Spare<A>>,
+}
+
+/// The buffers a table's calls keep for the next call: a call's positions, ids, segments
+/// and partials, each as long as its positions or its output. Fresh pages on every call
+/// cost about as much as the pooling itself (PERFORMANCE.md, "Sharded tables").
+pub(super) struct Spare<A> {
+    pub positions: Vec<usize>,
+    pub ids: Vec<u64>,
+    pub segment: Vec<usize>,
+    pub local: Vec<u32>,
+    pub asked: Vec<u64>,
+    pub asked_segs: Vec<u32>,
+    pub partials: Vec<A>,
+    pub got: Vec<A>,
+}
+
+impl<A> Default for Spare<A> {
+    fn default() -> Self {
+        Spare {
+            positions: Vec::new(),
+            ids: Vec::new(),
+            segment: Vec::new(),
+            local: Vec::new(),
+            asked: Vec::new(),
+            asked_segs: Vec::new(),
+            partials: Vec::new(),
+            got: Vec::new(),
+        }
+    }
 }
 
 impl<'c, C, A, D> ShardedTable<'c, C, A, D>
@@ -176,6 +207,7 @@ where
             shape,
             traffic: Cell::new(Traffic::default()),
             chunk: SHARD_CHUNK_ELEMENTS,
+            spare: RefCell::new(Spare::default()),
         })
     }
 
@@ -260,7 +292,7 @@ where
                 // One rank holds the whole table: no routing.
                 return Ok(self.local.gather(ix, 0)?.into_dyn());
             }
-            let asked = all_to_all(self.comm, &route.ids, &route.counts, self.chunk, &mut traffic);
+            let asked = all_to_all(self.comm, &route.ids, &route.counts, self.chunk, &mut traffic, Vec::new());
             // The owner's side: the rows asked of it, in the order asked.
             // (A failure here, which the agreement rules out, still takes part in the
             // exchange below, with zeros, so that no rank waits alone.)
@@ -279,7 +311,7 @@ where
             };
             let w = self.row_len();
             let sizes: Vec<usize> = asked.counts.iter().map(|&c| c * w).collect();
-            let got = all_to_all(self.comm, found, &sizes, self.chunk, &mut traffic);
+            let got = all_to_all(self.comm, found, &sizes, self.chunk, &mut traffic, Vec::new());
             if let Some(e) = failed {
                 return Err(e);
             }
@@ -388,15 +420,10 @@ where
                     (self.local.gather_reduce(ix, segments, 0, pool)?.into_dyn(), None)
                 });
             };
-            let routed = Routed::new(
-                self.comm,
-                self.chunk,
-                self.rows.ranks(),
-                &segs,
-                route,
-                &mut traffic,
-            );
-            routed.pool(self, op, pool, arg, shape, None, &mut traffic)
+            let routed = Routed::new(self.comm, self.chunk, self.rows.ranks(), &segs, route, &mut traffic, &self.spare);
+            let out = routed.pool(self, op, pool, arg, shape, None, &mut traffic);
+            routed.give_back(&mut self.spare.borrow_mut());
+            out
         });
         self.traffic.set(traffic);
         out
@@ -448,8 +475,8 @@ where
                 rows.extend_from_slice(&flat[p * w..(p + 1) * w]);
             }
             let sizes: Vec<usize> = route.counts.iter().map(|&c| c * w).collect();
-            let ids = all_to_all(self.comm, &route.ids, &route.counts, self.chunk, &mut traffic);
-            let rows = all_to_all(self.comm, &rows, &sizes, self.chunk, &mut traffic);
+            let ids = all_to_all(self.comm, &route.ids, &route.counts, self.chunk, &mut traffic, Vec::new());
+            let rows = all_to_all(self.comm, &rows, &sizes, self.chunk, &mut traffic, Vec::new());
             // The owner's side: every source's rows, in (source rank, position) order.
             let shape: Vec<usize> = std::iter::once(ids.values.len())
                 .chain(self.shape[1..].iter().copied())

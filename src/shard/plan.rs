@@ -109,14 +109,8 @@ where
             let local =
                 Checked::new(op, &segments, ix.len()).and_then(|segs| Ok((segs, self.route(op, ix, skip)?)));
             let (segs, route) = agree(self.comm, op, local)?;
-            let routed = Routed::new(
-                self.comm,
-                self.chunk,
-                self.rows.ranks(),
-                &segs,
-                route,
-                &mut traffic,
-            );
+            // (The plan keeps its buffers: none go back to the table.)
+            let routed = Routed::new(self.comm, self.chunk, self.rows.ranks(), &segs, route, &mut traffic, &self.spare);
             let owner = GatherReducePlan::new(
                 self.local.raw_dim(),
                 &routed.ids,

@@ -65,11 +65,14 @@ where
         skip: Option<i128>,
     ) -> Result<Route, GatherError> {
         let resolved = resolve_rows(op, indices, 0, self.rows.len(), skip)?;
-        Ok(with_rows!(resolved, r => self.bucket(r.rows)))
+        let mut spare = self.spare.borrow_mut();
+        let bufs = (std::mem::take(&mut spare.positions), std::mem::take(&mut spare.ids));
+        Ok(with_rows!(resolved, r => self.bucket(r.rows, bufs)))
     }
 
-    /// Positions grouped by the owner of their row (a stable counting sort).
-    fn bucket<R: Row>(&self, rows: &[R]) -> Route {
+    /// Positions grouped by the owner of their row (a stable counting sort), in the
+    /// storage of `positions` and `ids`.
+    fn bucket<R: Row>(&self, rows: &[R], (mut positions, mut ids): (Vec<usize>, Vec<u64>)) -> Route {
         let ranks = self.rows.ranks();
         let owner = |r: R| (r != R::SKIP).then(|| self.rows.owner(r.get())).flatten();
         let mut counts = vec![0usize; ranks];
@@ -87,7 +90,10 @@ where
             })
             .collect();
         let kept = counts.iter().sum();
-        let (mut positions, mut ids) = (vec![0usize; kept], vec![0u64; kept]);
+        positions.clear();
+        positions.resize(kept, 0);
+        ids.clear();
+        ids.resize(kept, 0);
         for (p, &r) in rows.iter().enumerate() {
             if let Some(o) = owner(r) {
                 positions[next[o]] = p;
