@@ -110,7 +110,9 @@ impl GatherReducePlan {
         )
     }
 
-    fn build<I: GatherIndex, E: Dimension, J: GatherIndex>(
+    /// A plan for `shape` with `skip` as the exempt index value, if any; errors named
+    /// after `op`.
+    pub(crate) fn build<I: GatherIndex, E: Dimension, J: GatherIndex>(
         op: &'static str,
         shape: impl IntoDimension,
         indices: impl IndexArray<I, E>,

@@ -73,7 +73,11 @@ impl Routed {
         };
         let mut route = route;
         let mut first = vec![NONE; count];
-        let (mut local, mut global, mut per_owner) = (std::mem::take(&mut spare.local), Vec::new(), Vec::with_capacity(ranks));
+        let (mut local, mut global, mut per_owner) = (
+            std::mem::take(&mut spare.local),
+            Vec::new(),
+            Vec::with_capacity(ranks),
+        );
         local.clear();
         let mut at = 0;
         for o in 0..ranks {
@@ -125,8 +129,22 @@ impl Routed {
             }
             at += n;
         }
-        let ids = all_to_all(comm, &route.ids, &route.counts, chunk, traffic, std::mem::take(&mut spare.asked));
-        let segs_in = all_to_all(comm, &local, &route.counts, chunk, traffic, std::mem::take(&mut spare.asked_segs));
+        let ids = all_to_all(
+            comm,
+            &route.ids,
+            &route.counts,
+            chunk,
+            traffic,
+            std::mem::take(&mut spare.asked),
+        );
+        let segs_in = all_to_all(
+            comm,
+            &local,
+            &route.counts,
+            chunk,
+            traffic,
+            std::mem::take(&mut spare.asked_segs),
+        );
         // The owner's side: each source's segments after the previous sources', as CSR
         // ranges of the rows asked (every local segment has a position).
         let (mut indptr, mut offset) = (vec![0u64], 0usize);

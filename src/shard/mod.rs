@@ -292,7 +292,14 @@ where
                 // One rank holds the whole table: no routing.
                 return Ok(self.local.gather(ix, 0)?.into_dyn());
             }
-            let asked = all_to_all(self.comm, &route.ids, &route.counts, self.chunk, &mut traffic, Vec::new());
+            let asked = all_to_all(
+                self.comm,
+                &route.ids,
+                &route.counts,
+                self.chunk,
+                &mut traffic,
+                Vec::new(),
+            );
             // The owner's side: the rows asked of it, in the order asked.
             // (A failure here, which the agreement rules out, still takes part in the
             // exchange below, with zeros, so that no rank waits alone.)
@@ -420,7 +427,15 @@ where
                     (self.local.gather_reduce(ix, segments, 0, pool)?.into_dyn(), None)
                 });
             };
-            let routed = Routed::new(self.comm, self.chunk, self.rows.ranks(), &segs, route, &mut traffic, &self.spare);
+            let routed = Routed::new(
+                self.comm,
+                self.chunk,
+                self.rows.ranks(),
+                &segs,
+                route,
+                &mut traffic,
+                &self.spare,
+            );
             let out = routed.pool(self, op, pool, arg, shape, None, &mut traffic);
             routed.give_back(&mut self.spare.borrow_mut());
             out
@@ -475,7 +490,14 @@ where
                 rows.extend_from_slice(&flat[p * w..(p + 1) * w]);
             }
             let sizes: Vec<usize> = route.counts.iter().map(|&c| c * w).collect();
-            let ids = all_to_all(self.comm, &route.ids, &route.counts, self.chunk, &mut traffic, Vec::new());
+            let ids = all_to_all(
+                self.comm,
+                &route.ids,
+                &route.counts,
+                self.chunk,
+                &mut traffic,
+                Vec::new(),
+            );
             let rows = all_to_all(self.comm, &rows, &sizes, self.chunk, &mut traffic, Vec::new());
             // The owner's side: every source's rows, in (source rank, position) order.
             let shape: Vec<usize> = std::iter::once(ids.values.len())

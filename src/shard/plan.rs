@@ -46,7 +46,11 @@ use crate::segments::{Checked, Segments};
 /// # Ok::<(), GatherError>(())
 /// ```
 pub struct ShardedPlan {
-    routed: Routed,
+    /// The routing, or `None` on one rank (the owner's plan is then the caller's).
+    routed: Option<Routed>,
+    /// The number of segments and of this rank's positions.
+    count: usize,
+    positions: usize,
     /// The owner's side: the rows asked of this rank, sorted by segment once.
     owner: GatherReducePlan,
     /// The table it was made for: its bounds and row shape.
@@ -106,11 +110,39 @@ where
     ) -> Result<ShardedPlan, GatherError> {
         let mut traffic = Traffic::default();
         let plan = lend(self.comm, op, indices, |ix| {
+            if self.rows.ranks() == 1 {
+                // One rank holds the whole table: the plan is the single-process plan.
+                let local = Checked::new(op, &segments, ix.len()).and_then(|segs| {
+                    Ok((
+                        segs.count(),
+                        GatherReducePlan::build(op, self.local.raw_dim(), ix, skip, segments, 0)?,
+                    ))
+                });
+                let (count, owner) = agree(self.comm, op, local)?;
+                return Ok(ShardedPlan {
+                    routed: None,
+                    count,
+                    positions: ix.len(),
+                    owner,
+                    bounds: self.rows.bounds().to_vec(),
+                    row_shape: self.shape[1..].to_vec(),
+                    skip,
+                    traffic: Mutex::new(Traffic::default()),
+                });
+            }
             let local =
                 Checked::new(op, &segments, ix.len()).and_then(|segs| Ok((segs, self.route(op, ix, skip)?)));
             let (segs, route) = agree(self.comm, op, local)?;
             // (The plan keeps its buffers: none go back to the table.)
-            let routed = Routed::new(self.comm, self.chunk, self.rows.ranks(), &segs, route, &mut traffic, &self.spare);
+            let routed = Routed::new(
+                self.comm,
+                self.chunk,
+                self.rows.ranks(),
+                &segs,
+                route,
+                &mut traffic,
+                &self.spare,
+            );
             let owner = GatherReducePlan::new(
                 self.local.raw_dim(),
                 &routed.ids,
@@ -119,7 +151,9 @@ where
             );
             let owner = agree(self.comm, op, owner)?;
             Ok(ShardedPlan {
-                routed,
+                count: routed.count,
+                positions: routed.route.total,
+                routed: Some(routed),
                 owner,
                 bounds: self.rows.bounds().to_vec(),
                 row_shape: self.shape[1..].to_vec(),
@@ -135,12 +169,12 @@ where
 impl ShardedPlan {
     /// The number of segments (the output's length along axis 0).
     pub fn segments(&self) -> usize {
-        self.routed.count
+        self.count
     }
 
     /// The number of this rank's positions (its weights need one each).
     pub fn positions(&self) -> usize {
-        self.routed.route.total
+        self.positions
     }
 
     /// The bytes this rank sent to and received from the other ranks in the plan's last
@@ -170,7 +204,10 @@ impl ShardedPlan {
     {
         let op = "ShardedPlan::apply";
         let (out, _) = self.run(op, table, pool.into(), false, None)?;
-        into_dim(op, out)
+        into_dim(
+            op,
+            out.ok_or_else(|| crate::error::internal(op, "an output was asked for"))?,
+        )
     }
 
     /// [`apply`](Self::apply) into `out`, of shape `[segments] ++ row shape` (any layout).
@@ -190,8 +227,9 @@ impl ShardedPlan {
         D: Dimension,
     {
         let op = "ShardedPlan::apply_into";
-        let (got, _) = self.run(op, table, pool.into(), false, Some(out.shape()))?;
-        out.assign(&into_dim::<A, D>(op, got)?);
+        if let (Some(got), _) = self.run(op, table, pool.into(), false, Some(out))? {
+            out.assign(&into_dim::<A, D>(op, got)?);
+        }
         Ok(())
     }
 
@@ -214,11 +252,14 @@ impl ShardedPlan {
     {
         let op = "ShardedPlan::apply_arg";
         let (out, arg) = self.run(op, table, pool.into(), true, None)?;
-        let arg = arg.ok_or_else(|| crate::error::internal(op, "an argmax was asked for"))?;
-        Ok((into_dim(op, out)?, into_dim(op, arg)?))
+        match (out, arg) {
+            (Some(out), Some(arg)) => Ok((into_dim(op, out)?, into_dim(op, arg)?)),
+            _ => Err(crate::error::internal(op, "an argmax was asked for")),
+        }
     }
 
-    /// The checks (this rank's), the agreement, and the routed pooling.
+    /// The checks (this rank's), the agreement, and the routed pooling: the output (and
+    /// argmax), or `None` where it was written into `into` (one rank).
     #[allow(clippy::type_complexity)]
     fn run<C, A, D>(
         &self,
@@ -226,8 +267,8 @@ impl ShardedPlan {
         table: &ShardedTable<'_, C, A, D>,
         pool: Pool<'_, A>,
         arg: bool,
-        out: Option<&[usize]>,
-    ) -> Result<(ndarray::ArrayD<A>, Option<ndarray::ArrayD<usize>>), GatherError>
+        into: Option<&mut ArrayRef<A, D>>,
+    ) -> Result<(Option<ndarray::ArrayD<A>>, Option<ndarray::ArrayD<usize>>), GatherError>
     where
         C: Communicator + CommunicatorCollectives,
         A: PoolElement + Equivalence + Copy + Default,
@@ -268,19 +309,30 @@ impl ShardedPlan {
                 });
             }
             check_pool(op, &pool, self.positions(), arg)?;
-            match out {
-                Some(found) if found != &shape[..] => Err(GatherError::OutputShape {
+            match &into {
+                Some(found) if found.shape() != &shape[..] => Err(GatherError::OutputShape {
                     op,
                     expected: shape.clone(),
-                    found: found.to_vec(),
+                    found: found.shape().to_vec(),
                 }),
                 _ => Ok(()),
             }
         })();
         let mut traffic = Traffic::default();
-        let done = agree(table.comm, op, local).and_then(|()| {
-            self.routed
+        let done = agree(table.comm, op, local).and_then(|()| match (&self.routed, into) {
+            (Some(routed), _) => routed
                 .pool(table, op, pool, arg, shape, Some(&self.owner), &mut traffic)
+                .map(|(out, arg)| (Some(out), arg)),
+            // One rank: the single-process plan on its rows (the whole table).
+            (None, _) if arg => {
+                let (m, a) = self.owner.apply_arg(&table.local, pool)?;
+                Ok((Some(m.into_dyn()), Some(a.into_dyn())))
+            }
+            (None, Some(into)) => self
+                .owner
+                .apply_into(&table.local, pool, into)
+                .map(|()| (None, None)),
+            (None, None) => Ok((Some(self.owner.apply(&table.local, pool)?.into_dyn()), None)),
         });
         *self.traffic.lock().unwrap_or_else(|e| e.into_inner()) = traffic;
         done

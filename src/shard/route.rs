@@ -66,7 +66,10 @@ where
     ) -> Result<Route, GatherError> {
         let resolved = resolve_rows(op, indices, 0, self.rows.len(), skip)?;
         let mut spare = self.spare.borrow_mut();
-        let bufs = (std::mem::take(&mut spare.positions), std::mem::take(&mut spare.ids));
+        let bufs = (
+            std::mem::take(&mut spare.positions),
+            std::mem::take(&mut spare.ids),
+        );
         Ok(with_rows!(resolved, r => self.bucket(r.rows, bufs)))
     }
 
