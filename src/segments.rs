@@ -318,6 +318,7 @@ impl<'a, J: GatherIndex> Checked<'a, J> {
     }
 
     /// Each position's segment, into `ids` (cleared; its storage reused).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     pub fn ids_into(&self, positions: usize, ids: &mut Vec<usize>) {
         ids.clear();
         match self {

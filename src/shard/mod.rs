@@ -41,6 +41,7 @@ mod exchange;
 mod plan;
 mod route;
 mod rows;
+mod spare;
 
 use std::cell::{Cell, RefCell};
 
@@ -52,6 +53,7 @@ use self::exchange::{agree, all_to_all};
 pub use self::plan::ShardedPlan;
 use self::route::{Route, lend};
 pub use self::rows::Rows;
+use self::spare::Spare;
 use crate::call::into_dim;
 use crate::call::reduce::{check_pool, resolve_rows};
 use crate::error::{GatherError, internal};
@@ -92,35 +94,6 @@ pub struct ShardedTable<'c, C: Communicator, A, D: Dimension> {
     chunk: usize,
     /// The buffers of the last call, kept for the next.
     spare: RefCell<Spare<A>>,
-}
-
-/// The buffers a table's calls keep for the next call: a call's positions, ids, segments
-/// and partials, each as long as its positions or its output. Fresh pages on every call
-/// cost about as much as the pooling itself (PERFORMANCE.md, "Sharded tables").
-pub(super) struct Spare<A> {
-    pub positions: Vec<usize>,
-    pub ids: Vec<u64>,
-    pub segment: Vec<usize>,
-    pub local: Vec<u32>,
-    pub asked: Vec<u64>,
-    pub asked_segs: Vec<u32>,
-    pub partials: Vec<A>,
-    pub got: Vec<A>,
-}
-
-impl<A> Default for Spare<A> {
-    fn default() -> Self {
-        Spare {
-            positions: Vec::new(),
-            ids: Vec::new(),
-            segment: Vec::new(),
-            local: Vec::new(),
-            asked: Vec::new(),
-            asked_segs: Vec::new(),
-            partials: Vec::new(),
-            got: Vec::new(),
-        }
-    }
 }
 
 impl<'c, C, A, D> ShardedTable<'c, C, A, D>
