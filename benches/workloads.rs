@@ -373,9 +373,11 @@ fn scatter<A: Clone + 'static>(
     Box::new(Scatter { pristine, x, f })
 }
 
-pub const SCATTER_IDS: [&str; 8] = [
+pub const SCATTER_IDS: [&str; 10] = [
     "S1_embed_grad",
+    "S1p_plan_grad",
     "S2_elem_add",
+    "S2p_plan_elem",
     "S3_nd_replace",
     "S4_tiny",
     "S5_histogram",
@@ -401,6 +403,24 @@ pub fn build_scatter(id: &str) -> (Box<dyn ScatterWorkload>, usize) {
             let bytes = u.len() * 4;
             let t = ArrayD::<f32>::zeros(IxDyn(&[50000, 256]));
             (scatter(t, move |x| x.scatter(&i, &u, 0, Add).unwrap()), bytes)
+        }
+        // S1 and S2 through a plan made once from the same indices (the forward's): the
+        // scatter reads no index to check it.
+        "S1p_plan_grad" => {
+            let (i, u) = (ids(&[64, 512], 50000, 1), updates(&[64, 512, 256]));
+            let bytes = u.len() * 4;
+            let plan = GatherPlan::gather([50000, 256], &i, 0).unwrap();
+            let t = ArrayD::<f32>::zeros(IxDyn(&[50000, 256]));
+            (scatter(t, move |x| plan.scatter(x, &u, Add).unwrap()), bytes)
+        }
+        "S2p_plan_elem" => {
+            let (i, u) = (ids(&[2048, 2048], 2048, 3), updates(&[2048, 2048]));
+            let bytes = u.len() * 4;
+            let plan = GatherPlan::gather_elements([2048, 2048], &i, 1).unwrap();
+            (
+                scatter(updates(&[2048, 2048]), move |x| plan.scatter(x, &u, Add).unwrap()),
+                bytes,
+            )
         }
         "S2_elem_add" => {
             let (i, u) = (ids(&[2048, 2048], 2048, 3), updates(&[2048, 2048]));

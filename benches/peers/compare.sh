@@ -42,7 +42,9 @@ for id in "${ids[@]}"; do
         | awk '$2 == "into" || $2 == "plan_into" || ($1 ~ /^G3/ && $2 == "alloc") { print $1, "crate1", $3 }' >> "$tmp/rcrate.txt" ;;
     S*)
       env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" "$here/scatter_peers.py" "$id" >> "$tmp/speers.txt"
-      "$root/target/release/examples/scatter_workloads" "$id" >> "$tmp/scrate.txt" ;;
+      # (`S1_`: the workload itself, not S1p, its plan, which has no peer here.)
+      sid=$id; [[ $id == *_* ]] || sid="${id}_"
+      "$root/target/release/examples/scatter_workloads" "$sid" >> "$tmp/scrate.txt" ;;
     *)
       env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$venv/bin/python" "$here/peers.py" "$id" >> "$tmp/peers.txt"
       # The crate on inputs (and `_into` outputs) as users allocate them, then on inputs

@@ -31,6 +31,18 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
         fit: Fit,
         reducer: R,
     ) -> Result<(), GatherError> {
+        self.scatter_with(updates, fit, reducer, false)
+    }
+
+    /// [`Call::scatter`] with `checked` indices (a plan's resolved positions): no pass
+    /// reads them to check them first.
+    pub fn scatter_with<E: Dimension, R: Reducer<A>>(
+        &mut self,
+        updates: &ArrayRef<A, E>,
+        fit: Fit,
+        reducer: R,
+        checked: bool,
+    ) -> Result<(), GatherError> {
         let mut plan = self.empty_plan();
         self.plan(&mut plan, size_of::<A>())?;
         // Updates of the very shape fit every way, read in place; others through a
@@ -79,7 +91,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> Call<'a, ViewRepr<&'a mut A>, I
                 scatter_tiny(&plan.dims, &plan.axes, dst, updates.as_ptr(), indices, reducer)
             } else {
                 let loops = plan.loops(&self.lower_output(updates.strides()));
-                let strategy = ScatterStrategy::of::<A, I>(&loops, &plan.axes, dst.shape, dst.strides);
+                let strategy =
+                    ScatterStrategy::of::<A, I>(&loops, &plan.axes, dst.shape, dst.strides, checked);
                 ScatterTask::new(&loops, &plan.axes, dst, updates.as_ptr(), indices, strategy)
                     .scatter(reducer)
             }

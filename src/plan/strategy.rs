@@ -150,6 +150,8 @@ pub(crate) enum ScatterWay {
     Private,
     /// In place, after a read-only pass that checks every index.
     InPlace,
+    /// In place, the indices checked before (a plan's resolved positions): no check pass.
+    Checked,
 }
 
 /// How a scatter runs, chosen once per call: its way, its parts (threads), and how its
@@ -177,12 +179,13 @@ pub(crate) struct ScatterStrategy {
 impl ScatterStrategy {
     /// The strategy of a scatter over `loops` (with the updates as the output) and `axes`
     /// into a destination of `dst_shape` and `dst_strides`, for elements of `A` and
-    /// indices of `I`.
+    /// indices of `I`; `checked` if every index was checked before (a plan's).
     pub fn of<A, I>(
         loops: &[Loop],
         axes: &[AxisTerm],
         dst_shape: &[usize],
         dst_strides: &[isize],
+        checked: bool,
     ) -> ScatterStrategy {
         let (lane, outer) = split_innermost(loops);
         let total = positions(outer, &lane);
@@ -194,7 +197,11 @@ impl ScatterStrategy {
         let span_len = (span.1 - span.0) as usize + 1;
         // Whether every position reads the same update (a histogram's `1.0`).
         let one_update = outer.iter().chain([&lane]).all(|l| l.out == 0 || l.len == 1);
-        let way = ScatterWay::of::<A, I>(dense, one_update, span_len, total);
+        let way = match ScatterWay::of::<A, I>(dense, one_update, span_len, total) {
+            // Checked indices need neither a check pass nor a private copy to check into.
+            ScatterWay::InPlace | ScatterWay::Private if checked => ScatterWay::Checked,
+            way => way,
+        };
         let dst_bytes = span_len.saturating_mul(size_of::<A>());
         let blocks = lane.idx == 0 && !axes.is_empty();
         let parts = Self::parts::<A>(total, dst_bytes, blocks.then(|| lane.len * size_of::<A>()));

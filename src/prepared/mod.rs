@@ -254,6 +254,53 @@ impl<O: Dimension> GatherPlan<O> {
         with_positions!(&lowered.positions, p => lowered.call(OP, input, p, |call| call.gather_into(out)))
     }
 
+    /// The adjoint of the plan's gather: combines `updates` (of the plan's output shape,
+    /// or 0-d) into `dst` (of its input shape, any layout) through `reducer`, each update
+    /// into the element the plan's gather reads for that output position, in row-major
+    /// order of the updates. Bit for bit the [`ScatterExt`](crate::ScatterExt) call with
+    /// the same indices where one exists (`scatter`, `scatter_elements`, `scatter_nd`,
+    /// `scatter_multiaxis`, and `put_along_axis` with `reduce::Replace`); the adjoint of
+    /// `take` (its modes applied) and `gather_batched` otherwise. The plan checked its
+    /// indices once, when it was made: no pass reads them again (the backward pass of a
+    /// training step: forward with `apply`, backward with `scatter`).
+    ///
+    /// ```
+    /// use ndarray::{Array2, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let ids = array![2_i64, 0, 2];
+    /// let plan = GatherPlan::gather([3, 2], &ids, 0)?;
+    /// let grad_rows = array![[1.0, 1.0], [2.0, 2.0], [0.5, 0.5]];
+    /// let mut grad = Array2::<f64>::zeros((3, 2));
+    /// plan.scatter(&mut grad, &grad_rows, reduce::Add)?; // index_add_ / np.add.at
+    /// assert_eq!(grad, array![[2.0, 2.0], [0.0, 0.0], [1.5, 1.5]]);
+    /// let mut same = Array2::<f64>::zeros((3, 2));
+    /// same.scatter(&ids, &grad_rows, 0, reduce::Add)?;
+    /// assert_eq!(grad, same);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`InputShape`](GatherError::InputShape) if `dst` does not have the plan's input
+    /// shape, [`UpdatesShape`](GatherError::UpdatesShape) if `updates` has neither its
+    /// output shape nor none; either way `dst` is untouched.
+    #[doc(alias = "index_add_", alias = "scatter_add_", alias = "backward")]
+    pub fn scatter<A: Clone + Send + Sync, D: Dimension, E: Dimension, R: crate::reduce::Reducer<A>>(
+        &self,
+        dst: &mut ArrayRef<A, D>,
+        updates: &ArrayRef<A, E>,
+        reducer: R,
+    ) -> Result<(), GatherError> {
+        const OP: &str = "GatherPlan::scatter";
+        self.check_input(OP, dst)?;
+        match &self.how {
+            How::Tiny(tiny) => tiny.scatter(OP, dst, updates, reducer),
+            How::Lowered(lowered) => {
+                with_positions!(&lowered.positions, p => lowered.scatter(OP, dst, p, updates, reducer))
+            }
+        }
+    }
+
     /// The same plan with a dynamic-rank output (`GatherPlan`, so that plans of different
     /// methods fit one collection).
     ///

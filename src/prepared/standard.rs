@@ -4,7 +4,7 @@
 use ndarray::{ArrayD, ArrayRef, Dimension};
 
 use super::positions::{Position, Positions, broadcast_positions};
-use crate::call::{Call, fresh_loops};
+use crate::call::{Call, Fit, Raw, fresh_loops};
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode, Raise};
 use crate::kernel::walk::each_lane;
@@ -12,6 +12,7 @@ use crate::kernel::{BadIndex, Operand, Store, Task};
 use crate::lower::{self, Lowering};
 use crate::plan::policy::MIN_RUN;
 use crate::plan::{AxisTerm, Loop, Strategy};
+use crate::reduce::Reducer;
 use crate::small::Small;
 
 /// A plan's gather through the core, with the resolved positions as indices.
@@ -69,6 +70,53 @@ impl Lowered {
     ) -> Result<T, GatherError> {
         let positions = broadcast_positions(op, &self.indices_shape, positions)?;
         lower::with_call(op, &self.lowering, (input, &positions), IndexMode::Raise, run)
+    }
+}
+
+impl Lowered {
+    /// The plan's scatter into `dst` (of the plan's input shape): the method's scatter
+    /// lowered with the resolved `positions` as indices, checked when the plan was made (no
+    /// pass reads them again). `take` without an axis scatters into `dst` flattened: in
+    /// place where its layout flattens as a view, else through a row-major copy written
+    /// back.
+    pub(crate) fn scatter<A: Clone + Send + Sync, D: Dimension, E: Dimension, P: Position, R: Reducer<A>>(
+        &self,
+        op: &'static str,
+        dst: &mut ArrayRef<A, D>,
+        positions: &ArrayD<P>,
+        updates: &ArrayRef<A, E>,
+        reducer: R,
+    ) -> Result<(), GatherError> {
+        let positions = broadcast_positions(op, &self.indices_shape, positions)?;
+        let zero = [P::ZERO];
+        if self.lowering != Lowering::Flat {
+            let views = (Raw::of_mut(dst), Raw::of(&*positions));
+            return match self.lowering.call(op, None, views, &zero, IndexMode::Raise) {
+                Ok(ref mut call) => call.scatter_with(updates, Fit::Exact, reducer, true),
+                Err(e) => Err(e),
+            };
+        }
+        let shape = dst.shape().to_vec();
+        let scatter_flat = |flat: &mut ndarray::ArrayViewMutD<'_, A>| {
+            let views = (Raw::of_mut(flat), Raw::of(&*positions));
+            match self
+                .lowering
+                .call(op, Some(&shape), views, &zero, IndexMode::Raise)
+            {
+                Ok(ref mut call) => call.scatter_with(updates, Fit::Exact, reducer, true),
+                Err(e) => Err(e),
+            }
+        };
+        if let Some(s) = dst.as_slice_mut() {
+            return scatter_flat(&mut ndarray::ArrayViewMut1::from(s).into_dyn());
+        }
+        let mut copy: ndarray::Array1<A> = dst.iter().cloned().collect();
+        scatter_flat(&mut copy.view_mut().into_dyn())?;
+        // Written back in row-major order.
+        for (d, v) in dst.iter_mut().zip(copy) {
+            *d = v;
+        }
+        Ok(())
     }
 }
 

@@ -105,6 +105,48 @@ impl Tiny {
     }
 }
 
+impl Tiny {
+    /// [`GatherPlan::scatter`](crate::GatherPlan::scatter) (`op`) into `dst` of the plan's
+    /// input shape: each update, in row-major order, combined into the element its offset
+    /// names. `updates` has the plan's output shape, or is 0-d (one value for all).
+    pub(crate) fn scatter<A: Clone, D: Dimension, E: Dimension, R: crate::reduce::Reducer<A>>(
+        &self,
+        op: &'static str,
+        dst: &mut ArrayRef<A, D>,
+        updates: &ArrayRef<A, E>,
+        reducer: R,
+    ) -> Result<(), GatherError> {
+        let one = updates.ndim() == 0;
+        if !one && updates.shape() != self.dim.slice() {
+            return Err(GatherError::UpdatesShape {
+                op,
+                expected: self.dim.slice().to_vec(),
+                found: updates.shape().to_vec(),
+            });
+        }
+        // Every update, or the one repeated.
+        let mut each = updates.iter().cycle();
+        if let Some(d) = standard_slice_mut(dst) {
+            for &o in self.offsets.iter() {
+                let (Some(slot), Some(u)) = (d.get_mut(o as usize), each.next()) else {
+                    return Err(outside(op));
+                };
+                reducer.reduce(slot, u);
+            }
+            return Ok(());
+        }
+        let shape = dst.shape().to_vec();
+        let mut d = dst.view_mut().into_dyn();
+        for &o in self.offsets.iter() {
+            let (Some(slot), Some(u)) = (d.get_mut(&*unravel(o as usize, &shape)), each.next()) else {
+                return Err(outside(op));
+            };
+            reducer.reduce(slot, u);
+        }
+        Ok(())
+    }
+}
+
 /// The element at row-major position `o` of `input`, in any layout.
 pub(crate) fn row_major<'a, A>(input: &'a ArrayViewD<'_, A>, o: u32) -> Option<&'a A> {
     input.get(&*unravel(o as usize, input.shape()))

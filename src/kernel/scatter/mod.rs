@@ -112,6 +112,8 @@ impl<'a, A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'a, A, I> {
                 self.check()?;
                 self.run::<false, R>(self.dst, reducer) // unchecked: never `Err`
             }
+            // The indices were checked before the task was made.
+            ScatterWay::Checked => self.run::<false, R>(self.dst, reducer),
             ScatterWay::Private => {
                 // SAFETY: the destination is dense: every offset in `lo..=hi` is an element.
                 let mut copy: Vec<A> = (lo..=hi)
