@@ -184,28 +184,47 @@ where
         })
     }
 
-    /// Which rows each rank holds.
+    /// Which rows each rank holds. (See [`traffic`](Self::traffic) for an example.)
     pub fn rows(&self) -> &Rows {
         &self.rows
     }
 
-    /// This rank's rows.
+    /// This rank's rows. (See [`traffic`](Self::traffic) for an example.)
     pub fn local(&self) -> &Array<A, D> {
         &self.local
     }
 
-    /// This rank's rows, to change their values (a training step's update); their shape
+    /// This rank's rows, to change their values (a training step's update, as in
+    /// [`traffic`](Self::traffic)'s example); their shape
     /// stays the table's.
     pub fn local_mut(&mut self) -> &mut ArrayRef<A, D> {
         &mut self.local
     }
 
-    /// The global table's shape: `n` rows of the local rows' shape.
+    /// The global table's shape: `n` rows of the local rows' shape. (See [`traffic`](Self::traffic) for an example.)
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }
 
     /// The bytes this rank sent to and received from the other ranks in its last call.
+    ///
+    /// ```no_run
+    /// # use ndarray::Array2;
+    /// # use ndarray_gather::prelude::*;
+    /// # use ndarray_gather::shard::{Rows, ShardedTable};
+    /// # let universe = mpi::initialize().unwrap();
+    /// # let world = universe.world();
+    /// # let rows = Rows::even(10, 1);
+    /// let mut table = ShardedTable::new(&world, Array2::<f32>::zeros((10, 4)), rows)?;
+    /// assert_eq!((table.shape(), table.rows().len(), table.local().nrows()), (&[10, 4][..], 10, 10));
+    /// let bags = table.gather_reduce(&[1_i64, 9, 9], Segments::starts(&[0, 1]), Pooling::Sum)?;
+    /// println!("sent {} bytes", table.traffic().sent); // ids and partials, this rank's
+    /// // A training step: the gradient rows to their owners, then an update of the local rows.
+    /// table.scatter(&[1_i64, 9, 9], &Array2::<f32>::ones((3, 4)), reduce::Add)?;
+    /// table.local_mut().mapv_inplace(|v| v * 0.9);
+    /// # let _ = bags;
+    /// # Ok::<(), GatherError>(())
+    /// ```
     pub fn traffic(&self) -> Traffic {
         self.traffic.get()
     }
