@@ -41,6 +41,7 @@ mod exchange;
 mod plan;
 mod route;
 mod rows;
+mod scatter;
 mod spare;
 
 use std::cell::{Cell, RefCell};
@@ -57,14 +58,13 @@ use self::spare::Spare;
 use crate::call::into_dim;
 use crate::call::reduce::{check_pool, resolve_rows};
 use crate::error::{GatherError, internal};
-use crate::ext::{GatherExt, GatherReduceExt, ScatterExt};
+use crate::ext::{GatherExt, GatherReduceExt};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::layout::checked_len;
 use crate::plan::policy::SHARD_CHUNK_ELEMENTS;
 use crate::pool::{Pool, PoolElement};
 use crate::rank::GatherRank;
-use crate::reduce::Reducer;
 use crate::segments::{Checked, Segments};
 
 /// The bytes a rank sent to and received from the other ranks in a sharded call (its ids,
@@ -434,72 +434,5 @@ where
         });
         self.traffic.set(traffic);
         out
-    }
-
-    /// Combines `updates` (of shape `indices.shape() ++ row shape`) into the global rows
-    /// at `indices` through `reducer`: `gather`'s adjoint. Each rank's update rows travel
-    /// to their owners, which apply them in (source rank, position) order: bit for bit the
-    /// single-process scatter of every rank's updates in that order, on any thread count.
-    /// Collective.
-    ///
-    /// # Errors
-    /// On every rank, before anything moves or is written, if any rank's input is bad
-    /// (an index, the updates' shape): the bad rank's own error,
-    /// [`Peer`](GatherError::Peer) elsewhere.
-    pub fn scatter<I: GatherIndex, E: Dimension, E2: Dimension, R: Reducer<A>>(
-        &mut self,
-        indices: impl IndexArray<I, E>,
-        updates: &ArrayRef<A, E2>,
-        reducer: R,
-    ) -> Result<(), GatherError> {
-        let op = "ShardedTable::scatter";
-        let mut traffic = Traffic::default();
-        let done = lend(self.comm, op, indices, |ix| {
-            let expected: Vec<usize> = ix.shape().iter().chain(&self.shape[1..]).copied().collect();
-            let local = self.route(op, ix, None).and_then(|route| {
-                if updates.shape() == &expected[..] {
-                    Ok(route)
-                } else {
-                    Err(GatherError::UpdatesShape {
-                        op,
-                        expected: expected.clone(),
-                        found: updates.shape().to_vec(),
-                    })
-                }
-            });
-            let route = agree(self.comm, op, local)?;
-            if self.rows.ranks() == 1 {
-                // One rank holds the whole table: no routing.
-                return self.local.scatter(ix, updates, 0, reducer);
-            }
-            let w = self.row_len();
-            let updates = updates.as_standard_layout();
-            let flat = updates
-                .as_slice()
-                .ok_or_else(|| internal(op, "standard-layout updates without a slice"))?;
-            let mut rows = Vec::with_capacity(route.positions.len() * w);
-            for &p in &route.positions {
-                rows.extend_from_slice(&flat[p * w..(p + 1) * w]);
-            }
-            let sizes: Vec<usize> = route.counts.iter().map(|&c| c * w).collect();
-            let ids = all_to_all(
-                self.comm,
-                &route.ids,
-                &route.counts,
-                self.chunk,
-                &mut traffic,
-                Vec::new(),
-            );
-            let rows = all_to_all(self.comm, &rows, &sizes, self.chunk, &mut traffic, Vec::new());
-            // The owner's side: every source's rows, in (source rank, position) order.
-            let shape: Vec<usize> = std::iter::once(ids.values.len())
-                .chain(self.shape[1..].iter().copied())
-                .collect();
-            let rows = ArrayD::from_shape_vec(IxDyn(&shape), rows.values)
-                .map_err(|_| internal(op, "received rows of another size"))?;
-            self.local.scatter(&ids.values, &rows, 0, reducer)
-        });
-        self.traffic.set(traffic);
-        done
     }
 }
