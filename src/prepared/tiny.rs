@@ -124,6 +124,11 @@ impl Tiny {
                 found: updates.shape().to_vec(),
             });
         }
+        // Every offset is an element (the plan made them so); checked before the first
+        // write, so that an error leaves `dst` unchanged.
+        if self.offsets.iter().any(|&o| o as usize >= dst.len()) {
+            return Err(outside(op));
+        }
         // Every update, or the one repeated.
         let mut each = updates.iter().cycle();
         if let Some(d) = standard_slice_mut(dst) {

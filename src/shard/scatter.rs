@@ -56,10 +56,17 @@ where
                 return self.local.scatter(ix, updates, 0, reducer);
             }
             let w = self.row_len();
+            // (No fallible step between the agreement and the exchanges: a rank that returned
+            // here would leave the others waiting.)
             let updates = updates.as_standard_layout();
-            let flat = updates
-                .as_slice()
-                .ok_or_else(|| internal(op, "standard-layout updates without a slice"))?;
+            let copied: Vec<A>;
+            let flat = match updates.as_slice() {
+                Some(f) => f,
+                None => {
+                    copied = updates.iter().copied().collect();
+                    &copied
+                }
+            };
             let mut rows = Vec::with_capacity(route.positions.len() * w);
             for &p in &route.positions {
                 rows.extend_from_slice(&flat[p * w..(p + 1) * w]);
