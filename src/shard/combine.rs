@@ -2,8 +2,6 @@
 //! pooling its share of every segment with the crate's own gather-reduce, and the caller
 //! combining the owners' partials in increasing rank order (decision 39).
 
-use std::cell::RefCell;
-
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayD, ArrayViewMut, Dimension, IxDyn};
 
@@ -47,16 +45,19 @@ impl Routed {
     /// Routes `route`'s positions into the checked `segs`: each owner's segments numbered
     /// densely in order of first appearance, then the rows and local segments sent to
     /// their owners. Collective (after the agreement on errors).
-    pub fn new<C: CommunicatorCollectives, J: crate::index::GatherIndex, A>(
-        comm: &C,
-        chunk: usize,
-        ranks: usize,
+    pub fn new<C, A, D, J: crate::index::GatherIndex>(
+        table: &ShardedTable<'_, C, A, D>,
         segs: &Checked<'_, J>,
         route: Route,
         traffic: &mut Traffic,
-        spare: &RefCell<Spare<A>>,
-    ) -> Routed {
-        let mut spare = spare.borrow_mut();
+    ) -> Routed
+    where
+        C: Communicator + CommunicatorCollectives,
+        A: PoolElement + Equivalence + Copy + Default,
+        D: Dimension,
+    {
+        let (comm, chunk, ranks) = (table.comm, table.chunk, table.rows.ranks());
+        let mut spare = table.spare.borrow_mut();
         let count = segs.count();
         let mut segment = std::mem::take(&mut spare.segment);
         segs.ids_into(route.total, &mut segment);

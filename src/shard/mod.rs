@@ -419,15 +419,7 @@ where
                     (self.local.gather_reduce(ix, segments, 0, pool)?.into_dyn(), None)
                 });
             };
-            let routed = Routed::new(
-                self.comm,
-                self.chunk,
-                self.rows.ranks(),
-                &segs,
-                route,
-                &mut traffic,
-                &self.spare,
-            );
+            let routed = Routed::new(self, &segs, route, &mut traffic);
             let out = routed.pool(self, op, pool, arg, shape, None, &mut traffic);
             routed.give_back(&mut self.spare.borrow_mut());
             out

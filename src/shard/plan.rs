@@ -134,15 +134,7 @@ where
                 Checked::new(op, &segments, ix.len()).and_then(|segs| Ok((segs, self.route(op, ix, skip)?)));
             let (segs, route) = agree(self.comm, op, local)?;
             // (The plan keeps its buffers: none go back to the table.)
-            let routed = Routed::new(
-                self.comm,
-                self.chunk,
-                self.rows.ranks(),
-                &segs,
-                route,
-                &mut traffic,
-                &self.spare,
-            );
+            let routed = Routed::new(self, &segs, route, &mut traffic);
             let owner = GatherReducePlan::new(
                 self.local.raw_dim(),
                 &routed.ids,

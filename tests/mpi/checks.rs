@@ -454,12 +454,7 @@ pub fn run() {
             (None, _) => {}
             (Some(_), r) => verdict(
                 r.unwrap_err(),
-                |e| {
-                    matches!(
-                        e,
-                        GatherError::IndexOutOfBounds { .. } | GatherError::Segments { .. }
-                    )
-                },
+                |e| matches!(e, GatherError::IndexOutOfBounds { .. }),
                 "gather_reduce",
             ),
         }
@@ -474,25 +469,34 @@ pub fn run() {
                 "weights",
             ),
         }
-        // Disagreeing bounds, or a local table of the wrong size, in `new`.
-        let wrong = if bad[me] {
-            Rows::even(n + 1, ranks)
-        } else {
-            rows.clone()
+        // Disagreeing bounds, or a local table of the wrong size, in `new`: every rank can
+        // tell which ranks err by themselves (bounds other than rank 0's, or local rows
+        // other than their bounds say), so each rank's exact error is known.
+        let wrong = |r: usize| {
+            if bad[r] {
+                Rows::even(n + 1, ranks)
+            } else {
+                rows.clone()
+            }
         };
-        match (lowest, ShardedTable::new(&world, table.local().clone(), wrong)) {
+        let local_rows = rows.range(me).len();
+        let errs = |r: usize| wrong(r) != wrong(0) || wrong(r).range(r).len() != rows.range(r).len();
+        let first_bad = (0..ranks).find(|&r| errs(r));
+        match (
+            first_bad,
+            ShardedTable::new(&world, table.local().clone(), wrong(me)),
+        ) {
             (None, r) => drop(r.unwrap()),
-            (Some(_), r) => {
-                let e = r.err().expect("bad bounds on some rank");
-                let own = |e: &GatherError| {
-                    matches!(
-                        e,
-                        GatherError::Bounds { .. }
-                            | GatherError::InputShape { .. }
-                            | GatherError::Peer { .. }
-                    )
+            (Some(_), Ok(_)) => panic!("seed {seed}: new with bad bounds succeeded"),
+            (Some(l), Err(e)) => {
+                let expected = if wrong(me) != wrong(0) {
+                    matches!(e, GatherError::Bounds { .. })
+                } else if wrong(me).range(me).len() != local_rows {
+                    matches!(e, GatherError::InputShape { .. })
+                } else {
+                    matches!(e, GatherError::Peer { rank, .. } if rank == l)
                 };
-                assert!(own(&e), "seed {seed}: new with bad bounds gave {e}");
+                assert!(expected, "seed {seed}: new with bad bounds on rank {me} gave {e}");
             }
         }
         // The next call works.
