@@ -156,6 +156,17 @@ mod sealed_counts {
 /// `i64`, ...), for [`Segments::ids`](crate::Segments::ids)' segment count and
 /// [`Segments::uniform`](crate::Segments::uniform)'s length. A negative one is the
 /// segments' error when a call checks them. Sealed.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+///
+/// let x = array![1, 2, 3, 4];
+/// let n: i64 = 2; // a count as an ONNX attribute holds it
+/// assert_eq!(x.segment_reduce(Segments::ids(&[1, 0, 1, 1], n), 0, Pooling::Sum)?, array![2, 8]);
+/// assert!(x.segment_reduce(Segments::ids(&[0, 0, 0, 0], -1), 0, Pooling::Sum).is_err());
+/// # Ok::<(), GatherError>(())
+/// ```
 pub trait Count: sealed_counts::Sealed + Copy {
     /// The value, exactly.
     #[doc(hidden)]
