@@ -343,6 +343,31 @@ pub enum GatherError {
         detail: String,
     },
 
+    /// An argmax passed to a backward is not one its plan could have returned: its shape
+    /// differs from the gradient's, or a value names no position of the plan.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new([3], &[2, 0], Segments::uniform(1), 0)?;
+    /// let mut grad = array![0.0, 0.0, 0.0];
+    /// let e = plan.backward_arg_into(&array![1.0, 1.0], &array![0, 5], &mut grad).unwrap_err();
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "GatherReducePlan::backward_arg_into: the argmax names position 5 at [1], but the plan \
+    ///      has 2 positions (2 marks an empty segment)"
+    /// );
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    #[error("{op}: the argmax {detail}")]
+    Arg {
+        /// The method that was called.
+        op: &'static str,
+        /// What is wrong with it, with the values.
+        detail: String,
+    },
+
     /// A bug in this crate: an internal invariant did not hold. It is never expected (in
     /// debug builds it panics instead, so that tests catch it); please report it with its
     /// message.

@@ -239,6 +239,34 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
         self.run(out, None, prepare.map(|f| f()), walk)
     }
 
+    /// The output and its argmax into `out` and `arg`, which must have its shape.
+    pub fn arg_into<P: Send>(
+        &self,
+        out: &mut ArrayRef<A, D>,
+        arg: &mut ArrayRef<usize, D>,
+        prepare: Option<impl Prepare<P>>,
+        walk: impl Walk<A, P>,
+    ) -> Result<(), GatherError> {
+        let dim = self.out_dim()?;
+        for found in [out.shape(), arg.shape()] {
+            if found != dim.slice() {
+                return Err(GatherError::OutputShape {
+                    op: self.op,
+                    expected: dim.slice().to_vec(),
+                    found: found.to_vec(),
+                });
+            }
+        }
+        if arg.strides() == out.strides() {
+            return self.run(out, Some(arg), prepare.map(|f| f()), walk);
+        }
+        // (The kernel writes the argmax at the output's offsets.)
+        let (o, a) = self.with_arg(prepare, walk)?;
+        out.assign(&o);
+        arg.assign(&a);
+        Ok(())
+    }
+
     /// The output and its argmax, in fresh arrays.
     pub fn with_arg<P: Send>(
         &self,
@@ -305,6 +333,8 @@ pub(crate) enum Out<'o, A, D> {
     Into(&'o mut ArrayRef<A, D>),
     /// Fresh arrays of the output and its argmax.
     Arg,
+    /// The caller's arrays of the output and its argmax.
+    ArgInto(&'o mut ArrayRef<A, D>, &'o mut ArrayRef<usize, D>),
 }
 
 /// What a gather-reduce returns, as [`Out`] asked.
@@ -349,6 +379,10 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
             Out::Arg => {
                 let (o, a) = self.with_arg(prepare, walk)?;
                 Done::Arg(o, a)
+            }
+            Out::ArgInto(o, a) => {
+                self.arg_into(o, a, prepare, walk)?;
+                Done::Into
             }
         })
     }

@@ -15,6 +15,7 @@
 
 #[macro_use]
 mod positions;
+mod backward;
 mod build;
 mod reduce;
 mod standard;

@@ -3,6 +3,7 @@
 
 use ndarray::{Array, ArrayRef, Dimension, IntoDimension};
 
+use super::backward::Turned;
 use crate::axis::{AxisArg, normalize_axis};
 use crate::call::reduce::{Done, Frame, Out, check_pool, resolve_rows, with_rows};
 use crate::error::{GatherError, internal};
@@ -39,12 +40,14 @@ use crate::segments::{Checked, Segments};
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GatherReducePlan {
-    shape: Vec<usize>,
-    axis: usize,
-    positions: usize,
+    pub(super) shape: Vec<usize>,
+    pub(super) axis: usize,
+    pub(super) positions: usize,
     skip: Option<i128>,
     /// The positions by segment, their rows resolved.
-    csr: Csr,
+    pub(super) csr: Csr,
+    /// The positions by row, for the backward (sorted when first asked for).
+    pub(super) turned: Turned,
 }
 
 impl GatherReducePlan {
@@ -142,6 +145,7 @@ impl GatherReducePlan {
                 positions,
                 skip,
                 csr,
+                turned: Turned::default(),
             })
         })
     }
@@ -251,6 +255,55 @@ impl GatherReducePlan {
         self.run(op, x, pool.into(), Out::Arg)?.with_arg(op)
     }
 
+    /// [`apply_arg`](Self::apply_arg) into `out` and `arg`, which must both have the
+    /// output's shape (any layouts). On `Err`, both are unchanged.
+    ///
+    /// ```
+    /// use ndarray::{Array1, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new([3], &[2, 0, 2], Segments::ids(&[0, 0, 1], 2), 0)?;
+    /// let (mut m, mut arg) = (Array1::zeros(2), Array1::zeros(2));
+    /// plan.apply_arg_into(&array![1.0, 5.0, 4.0], Pooling::Min, &mut m, &mut arg)?;
+    /// assert_eq!((m, arg), (array![1.0, 4.0], array![1, 2]));
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As `apply_arg`, and [`OutputShape`](GatherError::OutputShape) for an `out` or
+    /// `arg` of another shape.
+    pub fn apply_arg_into<'w, A: PoolElement + 'w, D: Dimension>(
+        &self,
+        x: &ArrayRef<A, D>,
+        pool: impl Into<Pool<'w, A>>,
+        out: &mut ArrayRef<A, D>,
+        arg: &mut ArrayRef<usize, D>,
+    ) -> Result<(), GatherError> {
+        self.run(
+            "GatherReducePlan::apply_arg_into",
+            x,
+            pool.into(),
+            Out::ArgInto(out, arg),
+        )
+        .map(|_| ())
+    }
+
+    /// The pool's `.skip`, if any, checked against the plan's.
+    pub(super) fn check_skip<A>(&self, op: &'static str, pool: &Pool<'_, A>) -> Result<(), GatherError> {
+        if pool.skip.is_some() && pool.skip != self.skip {
+            return Err(GatherError::Pooling {
+                op,
+                pooling: pool.pooling,
+                detail: format!(
+                    "skips index {}, but the plan was made to skip {} (GatherReducePlan::new_skipping)",
+                    skipped(pool.skip),
+                    skipped(self.skip)
+                ),
+            });
+        }
+        Ok(())
+    }
+
     fn run<A: PoolElement, D: Dimension>(
         &self,
         op: &'static str,
@@ -265,18 +318,13 @@ impl GatherReducePlan {
                 found: x.shape().to_vec(),
             });
         }
-        if pool.skip.is_some() && pool.skip != self.skip {
-            return Err(GatherError::Pooling {
-                op,
-                pooling: pool.pooling,
-                detail: format!(
-                    "skips index {}, but the plan was made to skip {} (GatherReducePlan::new_skipping)",
-                    skipped(pool.skip),
-                    skipped(self.skip)
-                ),
-            });
-        }
-        check_pool(op, &pool, self.positions, matches!(out, Out::Arg))?;
+        self.check_skip(op, &pool)?;
+        check_pool(
+            op,
+            &pool,
+            self.positions,
+            matches!(out, Out::Arg | Out::ArgInto(..)),
+        )?;
         let frame = Frame::new(op, x, self.axis, self.segments(), pool, self.positions);
         // The plan's entries are sorted segments.
         let walk = ReduceWalk::of(false, self.segments(), self.csr.len(), frame.row_bytes(), 0);

@@ -107,6 +107,14 @@ fn every_error() -> Vec<(&'static str, GatherError)> {
     v.push(("Pooling", e(plan.apply(&x, Pooling::Sum.skip(1)).map(|_| ()))));
     let plan = GatherReducePlan::new_skipping([2, 2], &[1, 0], 0_usize, Segments::uniform(2), 0).unwrap();
     v.push(("Pooling", e(plan.apply(&x, Pooling::Sum.skip(1_u32)).map(|_| ()))));
+    // An argmax that names no position of its plan, and one of another shape.
+    let plan = GatherReducePlan::new([2, 2], &[1, 0], Segments::uniform(1), 0).unwrap();
+    let mut grad = Array2::<f64>::zeros((2, 2));
+    v.push((
+        "Arg",
+        e(plan.backward_arg_into(&x, &array![[0, 3], [1, 1]], &mut grad)),
+    ));
+    v.push(("Arg", e(plan.backward_arg_into(&x, &array![[0, 1]], &mut grad))));
     // A broadcast input and indices whose output would not fit in memory.
     let big = 1usize << 40;
     let one = ndarray::ArrayD::<u8>::zeros(ndarray::IxDyn(&[1, 1]));
@@ -135,7 +143,7 @@ fn no_message_shows_rust_debug_syntax() {
     let mut seen: Vec<&str> = errors.iter().map(|(v, _)| *v).collect();
     seen.sort_unstable();
     seen.dedup();
-    assert_eq!(seen.len(), 18, "{seen:?}");
+    assert_eq!(seen.len(), 19, "{seen:?}");
 }
 
 #[test]

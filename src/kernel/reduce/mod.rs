@@ -13,12 +13,14 @@
 //! Its rooms: this file (the row geometry and the walks), `pool` (what a pooling does to
 //! a row). Every offset it forms is an element by the contract of [`Geometry`].
 
+mod adjoint;
 mod ops;
 mod pool;
 mod runs;
 mod sort;
 mod source;
 
+pub(crate) use self::adjoint::{ArgRows, ByRow, Scale, Target, backward, backward_arg};
 pub(crate) use self::pool::{Pooler, Tally};
 // (The sharded tables end their segments as the kernel does.)
 #[cfg(feature = "mpi")]
@@ -163,6 +165,36 @@ impl<A> Geometry<A> {
                         &mut *o.offset(oo + i * l.o),
                         &mut *arg.offset(oo + i * l.o),
                         &*x.offset(xo + i * l.x),
+                    )
+                };
+            }
+        });
+    }
+
+    /// `f(out, in, a)` for every element of the rows at `x` and `o`, `a` the element of
+    /// the row at `arg`, which has the input's strides.
+    ///
+    /// # Safety
+    /// As [`each_lane`](Self::each_lane); `arg` is a row of an array of the input's shape
+    /// and strides along the lanes.
+    #[inline(always)]
+    pub(crate) unsafe fn each_lane_by(
+        &self,
+        x: *const A,
+        arg: *const usize,
+        o: *mut A,
+        mut f: impl FnMut(&mut A, &A, usize),
+    ) {
+        let l = self.lane;
+        self.lanes(|xo, oo| {
+            for i in 0..l.len as isize {
+                // SAFETY: element `i` of the lane of each row (the contract; the argmax
+                // has the input's strides).
+                unsafe {
+                    f(
+                        &mut *o.offset(oo + i * l.o),
+                        &*x.offset(xo + i * l.x),
+                        *arg.offset(xo + i * l.x),
                     )
                 };
             }

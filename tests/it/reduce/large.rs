@@ -201,3 +201,63 @@ fn weighted_sums_on_any_thread_count_match_the_loop() {
     }
     assert_eq!(got, want);
 }
+
+/// The backward of a graph plan large enough to run in parallel chunks of rows: the same
+/// bits on one thread and three, and the literal loop's (decision 34: `grad[src[e]] +=
+/// g[dst[e]] / count[dst[e]]` for Mean, in edge order; through the argmax for Max).
+#[test]
+fn large_backwards_give_the_loops_bits_on_any_thread_count() {
+    let (nodes, width, edges) = if cfg!(miri) {
+        (6, 3, 20)
+    } else {
+        (5000, 64, 40_000)
+    };
+    let (x, src, dst) = graph(nodes, width, edges);
+    let plan = GatherReducePlan::new(x.shape(), &src, Segments::ids(&dst, nodes), 0).unwrap();
+    let g = Array2::from_shape_fn((nodes, width), |(r, c)| {
+        ((r * 5 + c * 3) % 11) as f32 * 0.75 - 4.0
+    });
+    let mut count = vec![0usize; nodes];
+    for &d in &dst {
+        count[d] += 1;
+    }
+    let by_loop = |mut want: Array2<f32>| {
+        for (&s, &d) in src.iter().zip(&dst) {
+            let c = 1.0 / count[d] as f32;
+            for k in 0..width {
+                want[[s as usize, k]] += c * g[[d, k]];
+            }
+        }
+        want
+    };
+    let got = on_1_and_3(|| {
+        let mut grad = Array2::<f32>::ones((nodes, width));
+        plan.backward_into(&g, Pooling::Mean, &mut grad).unwrap();
+        grad
+    });
+    assert_eq!(got, by_loop(Array2::ones((nodes, width))));
+    let (rows, grads) = on_1_and_3(|| plan.backward_rows(&g, Pooling::Mean).unwrap());
+    let want = by_loop(Array2::zeros((nodes, width)));
+    let mut touched: Vec<usize> = src.iter().map(|&s| s as usize).collect();
+    touched.sort();
+    touched.dedup();
+    assert_eq!(rows.to_vec(), touched);
+    for (k, &r) in rows.iter().enumerate() {
+        assert_eq!(grads.row(k), want.row(r), "row {r}");
+    }
+    let (_, arg) = plan.apply_arg(&x, Pooling::Max).unwrap();
+    let mut want = Array2::<f32>::zeros((nodes, width));
+    for (e, (&s, &d)) in src.iter().zip(&dst).enumerate() {
+        for k in 0..width {
+            if arg[[d, k]] == e {
+                want[[s as usize, k]] += g[[d, k]];
+            }
+        }
+    }
+    let got = on_1_and_3(|| {
+        let mut grad = Array2::<f32>::zeros((nodes, width));
+        plan.backward_arg_into(&g, &arg, &mut grad).unwrap();
+        grad
+    });
+    assert_eq!(got, want);
+}

@@ -1,0 +1,293 @@
+//! The gather-reduce's adjoint: each input row collects, in position order, the gradient
+//! rows of the segments that read it. [`ByRow`] turns a plan's CSR around once (a stable
+//! counting sort by row), so that a backward builds each gradient row in one place, by one
+//! thread, with no atomics: the same bits on any thread count.
+
+use std::ops::Range;
+
+use ndarray::ArrayView1;
+
+use super::pool::{End, divide};
+use super::{Entries, Geometry, Pooler, Tally};
+use crate::kernel::BadIndex;
+use crate::kernel::schedule::run_jobs;
+use crate::pool::{PoolElement, Pooling};
+
+/// A plan's positions grouped by the input row they read: row `rows[k]` (ascending: the
+/// rows some kept position reads) has the entries `offsets[k]..offsets[k + 1]`, each its
+/// segment and its position (increasing within a row). Skipped positions are not there.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ByRow {
+    rows: Vec<u32>,
+    offsets: Vec<u32>,
+    entries: Vec<[u32; 2]>,
+}
+
+/// A vector of `n` copies of `v`, or `None` if the memory is not there.
+fn filled<T: Clone>(n: usize, v: T) -> Option<Vec<T>> {
+    let mut out = Vec::new();
+    out.try_reserve_exact(n).ok()?;
+    out.resize(n, v);
+    Some(out)
+}
+
+impl ByRow {
+    /// The entries of `csr` (rows below `axis_len`, `positions` positions) by row; `None`
+    /// if segments or entries do not fit `u32` or the memory is not there.
+    pub fn of<E: Entries>(csr: &E, count: usize, axis_len: usize, positions: usize) -> Option<ByRow> {
+        if u32::try_from(count).is_err() || u32::try_from(positions).is_err() {
+            return None;
+        }
+        const NONE: u32 = u32::MAX;
+        // Each position's row and segment, so that rows fill in position order.
+        let mut at = filled(positions, [NONE, 0u32])?;
+        for s in 0..count {
+            for k in csr.segment(s) {
+                if let Some((r, p)) = csr.entry(k) {
+                    at[p] = [r as u32, s as u32];
+                }
+            }
+        }
+        // Per row its count, then its next free entry.
+        let mut next = filled(axis_len, 0u32)?;
+        for &[r, _] in &at {
+            if r != NONE {
+                next[r as usize] += 1;
+            }
+        }
+        let touched = next.iter().filter(|&&c| c > 0).count();
+        let mut rows = Vec::new();
+        let mut offsets = Vec::new();
+        rows.try_reserve_exact(touched).ok()?;
+        offsets.try_reserve_exact(touched + 1).ok()?;
+        offsets.push(0);
+        let mut total = 0u32;
+        for (r, c) in next.iter_mut().enumerate() {
+            if *c > 0 {
+                rows.push(r as u32);
+                let n = *c;
+                *c = total;
+                total += n;
+                offsets.push(total);
+            }
+        }
+        let mut entries = filled(total as usize, [0u32; 2])?;
+        for (p, &[r, s]) in at.iter().enumerate() {
+            if r != NONE {
+                let slot = &mut next[r as usize];
+                entries[*slot as usize] = [s, p as u32];
+                *slot += 1;
+            }
+        }
+        Some(ByRow {
+            rows,
+            offsets,
+            entries,
+        })
+    }
+
+    /// The touched rows, ascending.
+    pub fn rows(&self) -> impl ExactSizeIterator<Item = usize> + '_ {
+        self.rows.iter().map(|&r| r as usize)
+    }
+
+    /// The number of touched rows.
+    pub fn touched(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// The number of entries (kept positions).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// Touched row `k`'s entries: segment and position.
+    #[inline(always)]
+    fn of_row(&self, k: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let at = self.offsets[k] as usize..self.offsets[k + 1] as usize;
+        self.entries[at].iter().map(|&[s, p]| (s as usize, p as usize))
+    }
+}
+
+/// What multiplies a segment's gradient row for one of its positions (decision 34): the
+/// weight (or one) for `Sum`; divided by the segment's weight sum or count for `Mean`, by
+/// the square root of its squared weights or count for `SqrtN` (the forward's divisors).
+pub(crate) struct Scale<'w, A> {
+    weights: Option<ArrayView1<'w, A>>,
+    /// Per segment, unweighted: its coefficient; weighted: its divisor (`None`: the
+    /// coefficient is zero, as an integer division by zero gives). Empty for `Sum`.
+    per: Vec<Option<A>>,
+    integral: bool,
+}
+
+impl<'w, A: PoolElement> Scale<'w, A> {
+    /// The coefficients of pooling `p` over the segments of `csr` (`count` of them).
+    /// `Max`, `Min` and `Prod` have none (the caller refuses them).
+    pub fn of<E: Entries>(p: &Pooler<'w, A>, csr: &E, count: usize) -> Option<Self> {
+        let mut per = Vec::new();
+        if matches!(p.pooling, Pooling::Mean | Pooling::SqrtN) {
+            per.try_reserve_exact(count).ok()?;
+            for s in 0..count {
+                // The forward's tally, in position order.
+                let mut tally = Tally::new();
+                for k in csr.segment(s) {
+                    if let Some((_, pos)) = csr.entry(k) {
+                        tally.count += 1;
+                        if let Some(w) = &p.weights {
+                            tally.weight += w[pos].clone();
+                            tally.weight_sq += w[pos].clone() * w[pos].clone();
+                        }
+                    }
+                }
+                per.push(match (p.end(&tally), &p.weights) {
+                    (End::Divide(d), None) => Some(divide(&A::one(), &d, p.integral)),
+                    (End::Divide(d), Some(_)) => Some(d),
+                    (End::Zero, _) => None,
+                    // (Empty segments have no entries to scale.)
+                    (End::Fill | End::Keep, _) => Some(A::one()),
+                });
+            }
+        } else if !matches!(p.pooling, Pooling::Sum) {
+            return None;
+        }
+        Some(Scale {
+            weights: p.weights,
+            per,
+            integral: p.integral,
+        })
+    }
+
+    /// Position `pos` of segment `s`'s coefficient; `None` for one (a plain add).
+    #[inline(always)]
+    fn get(&self, s: usize, pos: usize) -> Option<A> {
+        let w = self.weights.as_ref().map(|w| w[pos].clone());
+        if self.per.is_empty() {
+            return w;
+        }
+        Some(match (w, &self.per[s]) {
+            (_, None) => A::zero(),
+            (None, Some(c)) => c.clone(),
+            (Some(w), Some(d)) => divide(&w, d, self.integral),
+        })
+    }
+}
+
+/// Where a backward writes touched row `k`: the gradient's own row (dense) or row `k` of
+/// an array of the touched rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Target {
+    Dense,
+    Touched,
+}
+
+/// Runs `row(k)` for every touched row of `t` in `jobs` chunks (claimed by the calling
+/// thread and the rayon pool).
+fn each_row(
+    t: &ByRow,
+    jobs: usize,
+    row: impl Fn(Range<usize>) -> Result<(), BadIndex> + Sync,
+) -> Result<(), BadIndex> {
+    let n = t.touched();
+    let per = n.div_ceil(jobs.max(1)).max(1);
+    let chunks = n.div_ceil(per);
+    let job = |c: usize| row(c * per..((c + 1) * per).min(n));
+    if chunks <= 1 {
+        (0..chunks).try_for_each(job)
+    } else {
+        run_jobs(chunks, false, job).finish()
+    }
+}
+
+impl<A> Geometry<A> {
+    /// The output row of touched row `k` of `t`, or `Err` if it is not one.
+    #[inline(always)]
+    fn target(&self, t: &ByRow, k: usize, to: Target) -> Result<*mut A, BadIndex> {
+        let r = match to {
+            Target::Dense => t.rows[k] as usize,
+            Target::Touched => k,
+        };
+        if r >= self.segments {
+            return Err(BadIndex);
+        }
+        Ok(self.out_row(r).0)
+    }
+}
+
+/// Adds into each touched row of `t` (where `to` says) its segments' gradient rows (`g`'s
+/// input rows, one per segment) times their coefficients, in position order.
+pub(crate) fn backward<A: PoolElement>(
+    g: &Geometry<A>,
+    t: &ByRow,
+    scale: &Scale<'_, A>,
+    to: Target,
+    jobs: usize,
+) -> Result<(), BadIndex> {
+    each_row(t, jobs, |ks| {
+        for k in ks {
+            let o = g.target(t, k, to)?;
+            for (s, pos) in t.of_row(k) {
+                if s >= g.rows {
+                    return Err(BadIndex);
+                }
+                let x = g.x_row(s);
+                // SAFETY: `s < rows` and the target row is below `segments` (the
+                // contract); this job alone writes touched row `k`, and distinct touched
+                // rows are distinct output rows.
+                unsafe {
+                    match scale.get(s, pos) {
+                        None => g.each_lane(x, o, |o, x| *o += x.clone()),
+                        Some(c) => g.each_lane(x, o, |o, x| *o += c.clone() * x.clone()),
+                    }
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+/// An argmax array beside a gradient (its strides), read by the backward's threads.
+pub(crate) struct ArgRows(pub *const usize);
+
+// SAFETY: the threads only read through it, as they would a `&[usize]`.
+unsafe impl Sync for ArgRows {}
+
+impl ArgRows {
+    /// The element `at` elements on.
+    #[inline(always)]
+    fn at(&self, at: isize) -> *const usize {
+        self.0.wrapping_offset(at)
+    }
+}
+
+/// Adds into each touched row of `t` (where `to` says) the elements of its segments'
+/// gradient rows whose argmax (`arg`, with the gradient's strides) names the entry's
+/// position, in position order.
+pub(crate) fn backward_arg<A: PoolElement>(
+    g: &Geometry<A>,
+    t: &ByRow,
+    arg: ArgRows,
+    to: Target,
+    jobs: usize,
+) -> Result<(), BadIndex> {
+    each_row(t, jobs, |ks| {
+        for k in ks {
+            let o = g.target(t, k, to)?;
+            for (s, pos) in t.of_row(k) {
+                if s >= g.rows {
+                    return Err(BadIndex);
+                }
+                let at = s as isize * g.x_step;
+                // SAFETY: as `backward`'s; `arg` has the gradient's strides, so its row
+                // `s` is at the gradient row's offset.
+                unsafe {
+                    g.each_lane_by(g.x_row(s), arg.at(at), o, |o, x, a| {
+                        if a == pos {
+                            *o += x.clone();
+                        }
+                    })
+                }
+            }
+        }
+        Ok(())
+    })
+}

@@ -1,0 +1,312 @@
+//! A [`GatherReducePlan`]'s backward: the adjoint of its gather-reduce (decisions 34-36).
+//! The plan's positions, grouped by the row they read, are sorted once (when a backward
+//! first asks), so that each gradient row is built by one thread, in position order.
+
+use std::sync::OnceLock;
+
+use ndarray::{Array, Array1, ArrayRef, Dimension};
+
+use super::GatherReducePlan;
+use crate::call::zeros;
+use crate::error::{GatherError, internal};
+use crate::kernel::BadIndex;
+use crate::kernel::reduce::{ArgRows, ByRow, Geometry, Pooler, Scale, Target, backward, backward_arg};
+use crate::layout::unravel;
+use crate::plan::reduce::{ReduceWalk, row_loops};
+use crate::pool::{Pool, PoolElement, Pooling};
+
+/// A plan's positions by row ([`ByRow`]), made when a backward first asks for them
+/// (`None`: they do not fit `u32` or memory). Two plans equal but for it are equal: it
+/// follows from the rest.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Turned(OnceLock<Option<ByRow>>);
+
+impl PartialEq for Turned {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+impl Eq for Turned {}
+
+/// Where a backward adds: the caller's dense gradient, or fresh rows for the touched rows.
+enum Grad<'o, A, D> {
+    Dense(&'o mut ArrayRef<A, D>),
+    Touched(&'o mut ArrayRef<A, D>),
+}
+
+impl GatherReducePlan {
+    /// The positions by row, sorted on first use.
+    fn by_row(&self, op: &'static str) -> Result<&ByRow, GatherError> {
+        self.turned
+            .0
+            .get_or_init(|| ByRow::of(&self.csr, self.segments(), self.shape[self.axis], self.positions))
+            .as_ref()
+            .ok_or_else(|| GatherError::SizeOverflow {
+                op,
+                shape: vec![self.positions],
+            })
+    }
+
+    /// The forward's output shape: the plan's with its axis as long as the segments.
+    fn out_shape(&self) -> Vec<usize> {
+        let mut s = self.shape.clone();
+        s[self.axis] = self.segments();
+        s
+    }
+
+    /// `grad_out`'s shape checked against the forward's output, `grad_in`'s (if any)
+    /// against the plan's input.
+    fn check_grads<A, D: Dimension>(
+        &self,
+        op: &'static str,
+        grad_out: &ArrayRef<A, D>,
+        grad_in: Option<&ArrayRef<A, D>>,
+    ) -> Result<(), GatherError> {
+        if let Some(g) = grad_in
+            && g.shape() != self.shape
+        {
+            return Err(GatherError::InputShape {
+                op,
+                expected: self.shape.clone(),
+                found: g.shape().to_vec(),
+            });
+        }
+        let expected = self.out_shape();
+        if grad_out.shape() != expected {
+            return Err(GatherError::UpdatesShape {
+                op,
+                expected,
+                found: grad_out.shape().to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Adds the gradient of the plan's gather-reduce with `pool` into `grad_in` (of the
+    /// plan's input shape, any layout), given `grad_out` (of its output shape): for each
+    /// kept position `p` of segment `s`, `grad_in[idx[p]] += c_p * grad_out[s]`, with
+    /// `c_p` the weight `w_p` (or 1) for `Sum`, `w_p / Σw` (or `1 / count`) for `Mean`,
+    /// `w_p / sqrt(Σw²)` (or `1 / sqrt(count)`) for `SqrtN`, the sums over the segment's
+    /// kept positions in position order, as the forward divides. Each `grad_in` row gets
+    /// its contributions in increasing position order, whatever the thread count (the
+    /// plan sorts its positions by row once, on the first backward). Skipped positions
+    /// and empty segments add nothing; the fill plays no part. PyTorch's
+    /// `embedding_bag(..., sparse=False)` backward, `index_add_` / `index_reduce_` backward.
+    ///
+    /// ```
+    /// use ndarray::{Array2, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// // Two bags over a table of 3 rows: {2, 0} and {2}.
+    /// let plan = GatherReducePlan::new([3, 2], &[2, 0, 2], Segments::starts(&[0, 2]), 0)?;
+    /// let grad_out = array![[1.0, 2.0], [4.0, 8.0]];
+    /// let mut grad = Array2::zeros((3, 2));
+    /// plan.backward_into(&grad_out, Pooling::Mean, &mut grad)?;
+    /// assert_eq!(grad, array![[0.5, 1.0], [0.0, 0.0], [4.5, 9.0]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`InputShape`](GatherError::InputShape) for a `grad_in` of another shape than the
+    /// plan's input, [`UpdatesShape`](GatherError::UpdatesShape) for a `grad_out` of another
+    /// shape than its output; [`Pooling`](GatherError::Pooling) for `Prod` (no backward
+    /// here), `Max` / `Min` (theirs is [`backward_arg_into`](Self::backward_arg_into)) or
+    /// a `.skip` other than the plan's; [`Weights`](GatherError::Weights) as `apply`'s.
+    /// On `Err`, `grad_in` is unchanged.
+    #[doc(alias = "embedding_bag_backward", alias = "index_add_")]
+    pub fn backward_into<'w, A: PoolElement + 'w, D: Dimension>(
+        &self,
+        grad_out: &ArrayRef<A, D>,
+        pool: impl Into<Pool<'w, A>>,
+        grad_in: &mut ArrayRef<A, D>,
+    ) -> Result<(), GatherError> {
+        const OP: &str = "GatherReducePlan::backward_into";
+        self.check_grads(OP, grad_out, Some(grad_in))?;
+        self.run_backward(OP, grad_out, pool.into(), Grad::Dense(grad_in))
+    }
+
+    /// The gradient of [`backward_into`](Self::backward_into) on the touched rows only:
+    /// their indices along the axis, ascending (each once, negative indices resolved),
+    /// and an array of the input's shape but for the axis, as long as the rows, holding
+    /// each row's sum (from zero). PyTorch's `embedding_bag(..., sparse=True)` backward,
+    /// coalesced: an optimizer updates only these rows.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new([5, 2], &[4, -5, 4], Segments::starts(&[0, 2]), 0)?;
+    /// let (rows, grads) = plan.backward_rows(&array![[1.0, 2.0], [4.0, 8.0]], Pooling::Sum)?;
+    /// assert_eq!(rows, array![0, 4]);
+    /// assert_eq!(grads, array![[1.0, 2.0], [5.0, 10.0]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`backward_into`](Self::backward_into)'s (but `grad_in`'s), and
+    /// [`SizeOverflow`](GatherError::SizeOverflow) if the rows cannot be allocated.
+    #[allow(clippy::type_complexity)]
+    pub fn backward_rows<'w, A: PoolElement + 'w, D: Dimension>(
+        &self,
+        grad_out: &ArrayRef<A, D>,
+        pool: impl Into<Pool<'w, A>>,
+    ) -> Result<(Array1<usize>, Array<A, D>), GatherError> {
+        const OP: &str = "GatherReducePlan::backward_rows";
+        self.check_grads::<A, D>(OP, grad_out, None)?;
+        let t = self.by_row(OP)?;
+        let mut dim = grad_out.raw_dim();
+        dim[self.axis] = t.touched();
+        let mut grads = zeros(OP, dim)?;
+        self.run_backward(OP, grad_out, pool.into(), Grad::Touched(&mut grads))?;
+        Ok((t.rows().collect(), grads))
+    }
+
+    /// Adds into `grad_in` the gradient of a `Max` / `Min` forward through its argmax
+    /// (`arg`, from [`apply_arg`](Self::apply_arg) or
+    /// [`apply_arg_into`](Self::apply_arg_into) of this plan): each element of `grad_out`
+    /// goes to the one input element its `arg` names (the same place along the row, in
+    /// the row that position read); an empty segment's (its `arg` is the number of
+    /// positions) goes nowhere. Contributions to one element come in increasing position
+    /// order, whatever the thread count. PyTorch's `index_reduce_(amax)` backward, and
+    /// `embedding_bag(mode="max")`'s.
+    ///
+    /// ```
+    /// use ndarray::{Array1, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new([3], &[2, 0, 1], Segments::ids(&[0, 0, 1], 2), 0)?;
+    /// let (m, arg) = plan.apply_arg(&array![1.0, 5.0, 4.0], Pooling::Max)?;
+    /// assert_eq!((m, &arg), (array![4.0, 5.0], &array![0, 2]));
+    /// let mut grad = Array1::zeros(3);
+    /// plan.backward_arg_into(&array![10.0, 20.0], &arg, &mut grad)?;
+    /// assert_eq!(grad, array![0.0, 20.0, 10.0]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`backward_into`](Self::backward_into)'s shapes, and
+    /// [`Arg`](GatherError::Arg) for an `arg` of another shape than `grad_out` or a value
+    /// above the number of positions. On `Err`, `grad_in` is unchanged.
+    #[doc(alias = "index_reduce_", alias = "amax")]
+    pub fn backward_arg_into<A: PoolElement, D: Dimension>(
+        &self,
+        grad_out: &ArrayRef<A, D>,
+        arg: &ArrayRef<usize, D>,
+        grad_in: &mut ArrayRef<A, D>,
+    ) -> Result<(), GatherError> {
+        const OP: &str = "GatherReducePlan::backward_arg_into";
+        self.check_grads(OP, grad_out, Some(grad_in))?;
+        if arg.shape() != grad_out.shape() {
+            return Err(GatherError::Arg {
+                op: OP,
+                detail: format!(
+                    "has shape {:?}, but the plan's output shape is {:?}",
+                    arg.shape(),
+                    grad_out.shape()
+                ),
+            });
+        }
+        if let Some((at, &v)) = arg.iter().enumerate().find(|&(_, &v)| v > self.positions) {
+            return Err(GatherError::Arg {
+                op: OP,
+                detail: format!(
+                    "names position {v} at {:?}, but the plan has {n} positions ({n} marks an empty segment)",
+                    &unravel(at, arg.shape())[..],
+                    n = self.positions
+                ),
+            });
+        }
+        let t = self.by_row(OP)?;
+        // The argmax walks beside the gradient, with its strides.
+        let (g, a);
+        let (grad_out, arg) = if arg.strides() == grad_out.strides() {
+            (grad_out, arg)
+        } else {
+            (g, a) = (grad_out.as_standard_layout(), arg.as_standard_layout());
+            (&*g, &*a)
+        };
+        let geometry = self.adjoint_geometry(grad_out, grad_in)?;
+        let jobs = self.backward_jobs(t, &geometry);
+        backward_arg(&geometry, t, ArgRows(arg.as_ptr()), Target::Dense, jobs)
+            .map_err(|BadIndex| internal(OP, "a row out of range after the check"))
+    }
+
+    /// The backward of `pool` from `grad_out` into `to`, shapes checked.
+    fn run_backward<A: PoolElement, D: Dimension>(
+        &self,
+        op: &'static str,
+        grad_out: &ArrayRef<A, D>,
+        pool: Pool<'_, A>,
+        to: Grad<'_, A, D>,
+    ) -> Result<(), GatherError> {
+        let refuse = |detail: &str| GatherError::Pooling {
+            op,
+            pooling: pool.pooling,
+            detail: detail.to_string(),
+        };
+        match pool.pooling {
+            Pooling::Prod => {
+                return Err(refuse(
+                    "has no backward here (a product's gradient divides by zero)",
+                ));
+            }
+            Pooling::Max | Pooling::Min => {
+                return Err(refuse(
+                    "routes its gradient through its argmax: backward_arg_into",
+                ));
+            }
+            _ => {}
+        }
+        self.check_skip(op, &pool)?;
+        crate::call::reduce::check_pool(op, &pool, self.positions, false)?;
+        let t = self.by_row(op)?;
+        let pooler = Pooler::of(pool, self.positions);
+        let scale =
+            Scale::of(&pooler, &self.csr, self.segments()).ok_or_else(|| GatherError::SizeOverflow {
+                op,
+                shape: vec![self.segments()],
+            })?;
+        let (out, target) = match to {
+            Grad::Dense(o) => (o, Target::Dense),
+            Grad::Touched(o) => (o, Target::Touched),
+        };
+        let geometry = self.adjoint_geometry(grad_out, out)?;
+        let jobs = self.backward_jobs(t, &geometry);
+        backward(&geometry, t, &scale, target, jobs)
+            .map_err(|BadIndex| internal(op, "a row out of range after the check"))
+    }
+
+    /// The geometry of the adjoint: the gradient's segment rows are its input rows, and
+    /// `out`'s rows along the plan's axis its output rows.
+    fn adjoint_geometry<A, D: Dimension>(
+        &self,
+        grad_out: &ArrayRef<A, D>,
+        out: &mut ArrayRef<A, D>,
+    ) -> Result<Geometry<A>, GatherError> {
+        let axis = self.axis;
+        let (lane, outer) = row_loops(grad_out.shape(), grad_out.strides(), out.strides(), axis);
+        // The contract of `Geometry`: `grad_out` and `out` have the same shape but along
+        // `axis` (`segments` and `out`'s rows long), the lanes are their other dimensions;
+        // `out` is a mutable array, so its rows are distinct.
+        Ok(Geometry {
+            x: grad_out.as_ptr(),
+            x_step: grad_out.strides()[axis],
+            rows: grad_out.shape()[axis],
+            out: out.as_mut_ptr(),
+            o_step: out.strides()[axis],
+            segments: out.shape()[axis],
+            arg: std::ptr::null_mut(),
+            lane,
+            outer,
+        })
+    }
+
+    /// The jobs of a backward: chunks of touched rows, as the forward chunks segments.
+    fn backward_jobs<A>(&self, t: &ByRow, g: &Geometry<A>) -> usize {
+        let row_bytes = g.lane.len * g.outer.iter().map(|l| l.len).product::<usize>() * size_of::<A>();
+        match ReduceWalk::of(false, t.touched(), t.len(), row_bytes, 0) {
+            ReduceWalk::Sorted { jobs } => jobs,
+            _ => 1,
+        }
+    }
+}

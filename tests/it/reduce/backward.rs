@@ -1,0 +1,407 @@
+//! The plan's backward against a literal loop over the positions (decisions 34-36): random
+//! shapes, axes, layouts, segments of every kind, poolings, weights, skip and fill, for
+//! five element types; dense, touched rows, and through the argmax.
+
+use ndarray::{ArrayD, Axis, IxDyn, Zip};
+use ndarray_gather::prelude::*;
+use proptest::prelude::*;
+
+use super::props::{Case, Elem, case};
+use crate::support::generate::config;
+use crate::support::layouts::{Held, Layout};
+use crate::support::pooling::{Seg, same_bits, segment_of};
+
+/// What a test case's backward is made of: each position's row (`None`: skipped) and
+/// segment, and the segment count.
+struct Walk {
+    rows: Vec<Option<usize>>,
+    segs: Vec<Option<usize>>,
+    count: usize,
+}
+
+impl Walk {
+    /// `None` where the plan would refuse the case (a bad axis, segments or index).
+    fn of(c: &Case) -> Option<(Walk, usize)> {
+        let r = c.x_shape.len() as isize;
+        if c.axis < -r || c.axis >= r {
+            return None;
+        }
+        let axis = c.axis.rem_euclid(r) as usize;
+        let len = c.x_shape[axis] as i64;
+        let (segs, count) = segment_of(&c.seg, c.idx.len()).ok()?;
+        let rows = c
+            .idx
+            .iter()
+            .map(|&v| match v {
+                _ if c.skip == Some(v) => Ok(None),
+                v if (-len..len).contains(&v) => Ok(Some(v.rem_euclid(len) as usize)),
+                _ => Err(()),
+            })
+            .collect::<Result<_, _>>()
+            .ok()?;
+        Some((Walk { rows, segs, count }, axis))
+    }
+
+    /// The kept positions in increasing order: position, row, segment.
+    fn kept(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        (0..self.rows.len()).filter_map(|p| Some((p, self.rows[p]?, self.segs[p]?)))
+    }
+
+    /// Decision 34's `c_p` for every position (`None`: one, a plain add), from the
+    /// forward's divisors: the segment's kept positions' count or weight sums.
+    fn coefficients<A: Elem>(&self, pooling: Pooling, w: Option<&[A]>) -> Vec<Option<A>> {
+        let (mut n, mut sw, mut sw2) = (
+            vec![0usize; self.count],
+            vec![A::zero(); self.count],
+            vec![A::zero(); self.count],
+        );
+        for (p, _, s) in self.kept() {
+            n[s] += 1;
+            if let Some(w) = w {
+                sw[s] += w[p];
+                sw2[s] += w[p] * w[p];
+            }
+        }
+        let integral = A::from_f64(0.5).is_none_or(|h| h.is_zero());
+        let mut c = vec![None; self.rows.len()];
+        for (p, _, s) in self.kept() {
+            let wp = w.map(|w| w[p]);
+            let d = match (pooling, w) {
+                (Pooling::Sum, _) => {
+                    c[p] = wp;
+                    continue;
+                }
+                (Pooling::Mean, Some(_)) => Some(sw[s]),
+                (Pooling::Mean, None) => A::from_usize(n[s]),
+                (_, Some(_)) => A::from_f64(sw2[s].to_f64().unwrap().sqrt()),
+                (_, None) => A::from_f64((n[s] as f64).sqrt()),
+            };
+            c[p] = Some(match d {
+                Some(d) if !(integral && d.is_zero()) => wp.unwrap_or_else(A::one) / d,
+                _ => A::zero(),
+            });
+        }
+        c
+    }
+}
+
+/// `grad[idx[p]] += c_p * g[s]` for each kept position in increasing order, along `axis`.
+fn add_rows<A: Elem>(
+    grad: &mut ArrayD<A>,
+    g: &ArrayD<A>,
+    axis: usize,
+    walk: &Walk,
+    c: &[Option<A>],
+    rows: impl Fn(usize) -> usize,
+) {
+    for (p, r, s) in walk.kept() {
+        let mut dst = grad.index_axis_mut(Axis(axis), rows(r));
+        let src = g.index_axis(Axis(axis), s);
+        Zip::from(&mut dst).and(&src).for_each(|o, &v| match c[p] {
+            None => *o += v,
+            Some(k) => *o += k * v,
+        });
+    }
+}
+
+/// The forward's random case made a plan's good one, mostly: indices (a `segment_reduce`
+/// case's too) in range, weights one per position. (Bad axes and segments stay: the plan
+/// refuses them, and the run skips them.)
+fn repair(c: &Case) -> Case {
+    let mut c = c.clone();
+    let r = c.x_shape.len() as isize;
+    if let Some(len) = (-r..r)
+        .contains(&c.axis)
+        .then(|| c.x_shape[c.axis.rem_euclid(r) as usize] as i64)
+    {
+        for v in &mut c.idx {
+            if len > 0 && c.skip != Some(*v) && !(-len..len).contains(v) {
+                *v = v.rem_euclid(len);
+            }
+        }
+    }
+    c.idx_shape.get_or_insert_with(|| vec![c.idx.len()]);
+    if let Some(w) = &mut c.weights {
+        w.truncate(c.idx.len());
+    }
+    c
+}
+
+/// Runs the backward of case `c` with elements `A` (indices and ids as i64).
+fn run<A: Elem>(c: &Case) -> Result<(), TestCaseError> {
+    let c = &repair(c);
+    let Some((walk, axis)) = Walk::of(c) else {
+        return Ok(());
+    };
+    let seg_arrays: Vec<i64> = match &c.seg {
+        Seg::Indptr(v) | Seg::Starts(v) | Seg::Lengths(v) | Seg::Ids(v, _) => v.clone(),
+        Seg::Uniform(_) => vec![],
+    };
+    let arr = &seg_arrays[..];
+    let idx = &c.idx[..];
+    let plan = match c.skip {
+        Some(k) => with_segs!(c, arr, |s| GatherReducePlan::new_skipping(
+            &c.x_shape[..],
+            idx,
+            k,
+            s,
+            c.axis
+        )),
+        None => with_segs!(c, arr, |s| GatherReducePlan::new(&c.x_shape[..], idx, s, c.axis)),
+    };
+    let plan = plan.map_err(|e| TestCaseError::fail(format!("the plan refused a good case: {e}")))?;
+    let seeds = &c.seeds;
+    let mut out_shape = c.x_shape.clone();
+    out_shape[axis] = walk.count;
+    let g = Held::new(&out_shape, c.x_layout, |i| {
+        A::value(seeds[(i + 3) % seeds.len()], c.pooling)
+    });
+    let g = g.view();
+    let g_owned = g.to_owned();
+    let init = |i: usize| A::small(seeds[(i + 1) % seeds.len()]);
+    let weights: Option<Vec<A>> = c
+        .weights
+        .as_ref()
+        .map(|w| w.iter().map(|&v| A::small(v)).collect());
+    let mut pool: Pool<'_, A> = c.pooling.into();
+    if let Some(w) = &weights {
+        pool = pool.weighted(w);
+    }
+    if let Some(k) = c.skip {
+        pool = pool.skip(k);
+    }
+    if let Some(f) = c.fill {
+        pool = pool.fill(A::small(f));
+    }
+    let mut held = Held::new(&c.x_shape, c.out_layout, init);
+    let mut grad = held.view_mut();
+    let before = grad.to_owned();
+    let extremum = matches!(c.pooling, Pooling::Max | Pooling::Min);
+    let bad_weights = weights
+        .as_ref()
+        .is_some_and(|w| w.len() != c.idx.len() || extremum || c.pooling == Pooling::Prod);
+    let got = plan.backward_into(&g, pool.clone(), &mut grad);
+    if extremum || c.pooling == Pooling::Prod || bad_weights {
+        prop_assert!(
+            matches!(
+                got,
+                Err(GatherError::Pooling { .. } | GatherError::Weights { .. })
+            ),
+            "{got:?}"
+        );
+        prop_assert!(same_bits(&before, &grad.to_owned()), "wrote on Err");
+        if extremum && weights.is_none() {
+            return run_arg(c, &plan, &walk, axis, &g_owned, pool);
+        }
+        return Ok(());
+    }
+    got.map_err(|e| TestCaseError::fail(format!("backward_into: {e}")))?;
+    let coef = walk.coefficients(c.pooling, weights.as_deref());
+    let mut expected = before.clone();
+    add_rows(&mut expected, &g_owned, axis, &walk, &coef, |r| r);
+    prop_assert!(
+        same_bits(&expected, &grad.to_owned()),
+        "backward_into: expected {expected:?}, got {grad:?}"
+    );
+    // The touched rows, ascending, each from zero.
+    let (rows, grads) = plan
+        .backward_rows(&g, pool)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let mut touched: Vec<usize> = walk.kept().map(|(_, r, _)| r).collect();
+    touched.sort();
+    touched.dedup();
+    prop_assert_eq!(rows.to_vec(), touched.clone());
+    let mut shape = c.x_shape.clone();
+    shape[axis] = touched.len();
+    let mut expected = ArrayD::zeros(IxDyn(&shape));
+    add_rows(&mut expected, &g_owned, axis, &walk, &coef, |r| {
+        touched.binary_search(&r).unwrap()
+    });
+    prop_assert!(
+        same_bits(&expected, &grads.into_dyn()),
+        "backward_rows: expected {expected:?}"
+    );
+    Ok(())
+}
+
+/// Max / Min: the forward's argmax, then each gradient element to the element it names.
+fn run_arg<A: Elem>(
+    c: &Case,
+    plan: &GatherReducePlan,
+    walk: &Walk,
+    axis: usize,
+    g: &ArrayD<A>,
+    pool: Pool<'_, A>,
+) -> Result<(), TestCaseError> {
+    let x = Held::new(&c.x_shape, Layout::C, |i| {
+        A::value(c.seeds[i % c.seeds.len()], c.pooling)
+    });
+    let (_, arg) = plan
+        .apply_arg(&x.view(), pool)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let init = |i: usize| A::small(c.seeds[(i + 1) % c.seeds.len()]);
+    let mut held = Held::new(&c.x_shape, c.out_layout, init);
+    let mut grad = held.view_mut();
+    let mut expected = grad.to_owned();
+    plan.backward_arg_into(g, &arg, &mut grad)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    for (p, r, s) in walk.kept() {
+        let mut dst = expected.index_axis_mut(Axis(axis), r);
+        Zip::from(&mut dst)
+            .and(&g.index_axis(Axis(axis), s))
+            .and(&arg.index_axis(Axis(axis), s))
+            .for_each(|o, &v, &a| {
+                if a == p {
+                    *o += v
+                }
+            });
+    }
+    prop_assert!(
+        same_bits(&expected, &grad.to_owned()),
+        "backward_arg_into: expected {expected:?}, got {grad:?}"
+    );
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn backward_matches_the_loop_f64(c in case()) { run::<f64>(&c)?; }
+    #[test]
+    fn backward_matches_the_loop_f32(c in case()) { run::<f32>(&c)?; }
+    #[test]
+    fn backward_matches_the_loop_i32(c in case()) { run::<i32>(&c)?; }
+    #[test]
+    fn backward_matches_the_loop_u8(c in case()) { run::<u8>(&c)?; }
+}
+
+/// The adjoint identity `<apply(x), g> = <x, backward(g)>` for Sum, Mean and SqrtN,
+/// weighted or not, with skipped positions and empty segments, within f64 rounding.
+#[test]
+fn the_backward_is_the_adjoint_of_the_forward() {
+    let idx = [3_i64, -1, 0, 3, 7, 2, 2, 5, 1, 3];
+    let ids = [2_i64, 0, 0, 4, 2, 1, 4, 0, 2, 2];
+    let w = [0.5, 1.5, -2.0, 1.0, 0.25, 3.0, -0.5, 2.0, 0.75, 1.25];
+    let plan = GatherReducePlan::new_skipping([8, 3, 2], &idx, 7, Segments::ids(&ids, 6), 0).unwrap();
+    let x = ndarray::Array3::from_shape_fn((8, 3, 2), |(a, b, c)| {
+        ((a * 7 + b * 3 + c) % 13) as f64 * 0.37 - 2.0
+    });
+    let g = ndarray::Array3::from_shape_fn((6, 3, 2), |(a, b, c)| {
+        ((a * 5 + b + c * 11) % 17) as f64 * 0.29 - 2.5
+    });
+    for pooling in [Pooling::Sum, Pooling::Mean, Pooling::SqrtN] {
+        for weighted in [false, true] {
+            let pool = || {
+                let p = Pool::from(pooling).skip(7);
+                if weighted { p.weighted(&w) } else { p }
+            };
+            let y = plan.apply(&x, pool()).unwrap();
+            let mut grad = ndarray::Array3::zeros((8, 3, 2));
+            plan.backward_into(&g, pool(), &mut grad).unwrap();
+            let (lhs, rhs) = ((&y * &g).sum(), (&x * &grad).sum());
+            assert!(
+                (lhs - rhs).abs() < 1e-12 * lhs.abs().max(1.0),
+                "{pooling} {weighted}: {lhs} {rhs}"
+            );
+        }
+    }
+}
+
+/// A backward's errors: shapes, poolings without one here, a `.skip` other than the
+/// plan's, an argmax not from the plan; nothing written.
+#[test]
+fn backward_errors_write_nothing() {
+    let plan = GatherReducePlan::new([4, 2], &[3, 0, 3], Segments::starts(&[0, 2]), 0).unwrap();
+    let g = ndarray::Array2::<f64>::ones((2, 2));
+    let mut grad = ndarray::Array2::<f64>::from_elem((4, 2), 9.0);
+    let untouched = grad.clone();
+    let shape_of = |e: GatherError| match e {
+        GatherError::InputShape { expected, found, .. } => ("input", expected, found),
+        GatherError::UpdatesShape { expected, found, .. } => ("updates", expected, found),
+        e => panic!("{e}"),
+    };
+    let mut small = ndarray::Array2::<f64>::zeros((3, 2));
+    let e = plan.backward_into(&g, Pooling::Sum, &mut small).unwrap_err();
+    assert_eq!(shape_of(e), ("input", vec![4, 2], vec![3, 2]));
+    let e = plan
+        .backward_into(&ndarray::Array2::ones((3, 2)), Pooling::Sum, &mut grad)
+        .unwrap_err();
+    assert_eq!(shape_of(e), ("updates", vec![2, 2], vec![3, 2]));
+    let e = plan
+        .backward_rows(&ndarray::Array2::<f64>::ones((2, 3)), Pooling::Sum)
+        .unwrap_err();
+    assert_eq!(shape_of(e), ("updates", vec![2, 2], vec![2, 3]));
+    for pooling in [Pooling::Prod, Pooling::Max, Pooling::Min] {
+        let e = plan.backward_into(&g, pooling, &mut grad).unwrap_err();
+        assert!(matches!(e, GatherError::Pooling { .. }), "{e}");
+    }
+    let e = plan
+        .backward_into(&g, Pooling::Sum.skip(3), &mut grad)
+        .unwrap_err();
+    assert!(e.to_string().contains("skips index 3"), "{e}");
+    let e = plan
+        .backward_into(&g, Pooling::Sum.weighted(&[1.0, 2.0]), &mut grad)
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GatherError::Weights {
+                len: 2,
+                positions: 3,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = plan
+        .backward_arg_into(&g, &ndarray::array![[0, 4], [2, 3]], &mut grad)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "GatherReducePlan::backward_arg_into: the argmax names position 4 at [0, 1], but the plan has 3 positions (3 marks an empty segment)"
+    );
+    let e = plan
+        .backward_arg_into(&g, &ndarray::array![[0, 1]], &mut grad)
+        .unwrap_err();
+    assert!(matches!(e, GatherError::Arg { .. }), "{e}");
+    assert_eq!(grad, untouched);
+    // An argmax of another layout than the gradient's, and the sentinel of an empty segment.
+    let arg = ndarray::array![[1, 0], [3, 2]];
+    let arg_f = arg.t().to_owned();
+    plan.backward_arg_into(&g, &arg_f.t(), &mut grad).unwrap();
+    assert_eq!(
+        grad,
+        ndarray::array![[10.0, 9.0], [9.0, 9.0], [9.0, 9.0], [9.0, 11.0]]
+    );
+}
+
+/// `apply_arg_into` gives `apply_arg`'s arrays in any layouts, and writes nothing on Err.
+#[test]
+fn apply_arg_into_matches_apply_arg() {
+    use ndarray::ShapeBuilder;
+    let plan =
+        GatherReducePlan::new([5, 3], &[4, 0, 2, 0, 1], Segments::ids(&[2, 0, 2, 3, 0], 4), 0).unwrap();
+    let x = ndarray::Array2::from_shape_fn((5, 3), |(r, c)| ((r * 7 + c * 5) % 6) as f32);
+    for pooling in [Pooling::Max, Pooling::Min] {
+        let (m, arg) = plan.apply_arg(&x, pooling.fill(-1.0)).unwrap();
+        for (f_out, f_arg) in [(false, false), (true, false), (false, true), (true, true)] {
+            let mut out = ndarray::Array2::<f32>::zeros((4, 3).set_f(f_out));
+            let mut a = ndarray::Array2::<usize>::zeros((4, 3).set_f(f_arg));
+            plan.apply_arg_into(&x, pooling.fill(-1.0), &mut out, &mut a)
+                .unwrap();
+            assert_eq!((&out, &a), (&m, &arg), "{pooling} {f_out} {f_arg}");
+        }
+    }
+    let mut out = ndarray::Array2::<f32>::zeros((4, 3));
+    let mut a = ndarray::Array2::<usize>::from_elem((3, 3), 7);
+    let e = plan
+        .apply_arg_into(&x, Pooling::Max, &mut out, &mut a)
+        .unwrap_err();
+    assert!(matches!(e, GatherError::OutputShape { .. }), "{e}");
+    let e = plan
+        .apply_arg_into(&x, Pooling::Sum, &mut out, &mut a)
+        .unwrap_err();
+    assert!(matches!(e, GatherError::Pooling { .. }), "{e}");
+    assert!(out.iter().all(|&v| v == 0.0) && a.iter().all(|&v| v == 7));
+}
