@@ -12,8 +12,9 @@
 
 use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
 use ndarray_gather::prelude::*;
+use std::hint::black_box;
 
-pub const REDUCE_IDS: [&str; 9] = [
+pub const REDUCE_IDS: [&str; 12] = [
     "B1_bag_sum",
     "B2_bag_weighted",
     "B3_bag_mean",
@@ -23,6 +24,9 @@ pub const REDUCE_IDS: [&str; 9] = [
     "G3_graph_max_arg",
     "G4_graph_plan",
     "R1_segment_sum",
+    "T1_bag_sum_backward",
+    "T2_bag_mean_backward",
+    "T3_graph_mean_backward",
 ];
 
 /// Feature width of every workload (f32).
@@ -55,6 +59,68 @@ pub fn uniform(count: usize, n: usize, seed: u64) -> Vec<i64> {
 
 fn table(rows: usize) -> Array2<f32> {
     Array2::from_shape_fn((rows, WIDTH), |(r, c)| ((r * 7 + c) % 65521) as f32 * 0.5)
+}
+
+/// T1-T3: the backward of B1's and B3's bags and of G2's graph through a plan (built, and
+/// its rows sorted, untimed): `rows` (`backward_rows`), `dense` (a reused gradient zeroed,
+/// then `backward_into`), `dense_fresh` (a fresh zeroed gradient, then `backward_into`).
+fn backward(id: &'static str) -> ReduceWorkload {
+    let mut variants: Vec<Variant> = Vec::new();
+    let (plan, grad_out, rows, pooling) = if id == "T3_graph_mean_backward" {
+        let nodes = 100_000;
+        let src = Array1::from(uniform(1_000_000, nodes, 21));
+        let dst = Array1::from(uniform(1_000_000, nodes, 22));
+        let plan = GatherReducePlan::new([nodes, WIDTH], &src, Segments::ids(&dst, nodes), 0).unwrap();
+        (plan, table(nodes), nodes, Pooling::Mean)
+    } else {
+        let (starts, n) = bags();
+        let idx = Array1::from(uniform(n, 1_000_000, 12));
+        let plan = GatherReducePlan::new([1_000_000, WIDTH], &idx, Segments::starts(&starts), 0).unwrap();
+        let pooling = if id == "T1_bag_sum_backward" {
+            Pooling::Sum
+        } else {
+            Pooling::Mean
+        };
+        (plan, table(starts.len()), 1_000_000, pooling)
+    };
+    let out_bytes = rows * WIDTH * 4;
+    let gathered_bytes = plan.positions() * WIDTH * 4;
+    // The first backward sorts the plan's rows: untimed, as the plan's build.
+    plan.backward_rows(&grad_out, pooling).unwrap();
+    if id != "T3_graph_mean_backward" {
+        let (p, g) = (plan.clone(), grad_out.clone());
+        variants.push((
+            "rows",
+            Box::new(move || {
+                black_box(p.backward_rows(&g, pooling).unwrap());
+            }),
+        ));
+    }
+    {
+        let (p, g) = (plan.clone(), grad_out.clone());
+        let mut grad = Array2::<f32>::zeros((rows, WIDTH));
+        variants.push((
+            "dense",
+            Box::new(move || {
+                grad.fill(0.0);
+                p.backward_into(&g, pooling, &mut grad).unwrap();
+            }),
+        ));
+    }
+    variants.push((
+        "dense_fresh",
+        Box::new(move || {
+            let mut grad = Array2::<f32>::zeros((rows, WIDTH));
+            plan.backward_into(&grad_out, pooling, &mut grad).unwrap();
+            black_box(grad);
+        }),
+    ));
+    ReduceWorkload {
+        id,
+        out_bytes,
+        gathered_bytes,
+        variants,
+    }
 }
 
 /// 16384 bags of 1..=64 positions: their starts (torch's offsets) and the positions.
@@ -134,6 +200,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
     let out_bytes;
     let gathered_bytes;
     match &id[..1] {
+        "T" => return backward(id),
         "B" => {
             let t = table(1_000_000);
             let (starts, n) = bags();

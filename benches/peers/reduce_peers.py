@@ -16,6 +16,11 @@ cache line (a 256-byte row spans 5 lines, not 4) and in 4 KiB pages (a table fro
   G3  zeros.index_reduce_(0, dst, x[src], "amax", include_self=False) (no argmax in torch)
   G4  torch.sparse.mm(adjacency as CSR, built once, untimed; `torch_build` times it), x)
   R1  torch.segment_reduce(data, "sum", lengths=l)
+  T1  B1's embedding_bag backward (autograd.grad of the bags, forward untimed): `torch*`
+      with sparse=True (a sparse gradient), `torch*_dense` with sparse=False (a fresh
+      dense [1M, 64] gradient)
+  T2  T1 with mode="mean"
+  T3  G2's x[src] + index_reduce_(mean, include_self=False) backward into x's gradient
 """
 
 import sys
@@ -71,6 +76,25 @@ def bags():
 
 
 def calls(wid):
+    if wid.startswith("T3"):
+        nodes, edges = 100_000, 1_000_000
+        x = table(nodes).requires_grad_()
+        src = torch.from_numpy(rng.integers(0, nodes, size=edges).astype(np.int64))
+        dst = torch.from_numpy(rng.integers(0, nodes, size=edges).astype(np.int64))
+        h = torch.zeros(nodes, WIDTH).index_reduce_(0, dst, x[src], "mean", include_self=False)
+        g = table(nodes)
+        return {"": lambda: torch.autograd.grad(h, x, g, retain_graph=True)}
+    if wid.startswith("T"):
+        starts, n, _ = bags()
+        idx = torch.from_numpy(rng.integers(0, 1_000_000, size=n).astype(np.int64))
+        mode = "mean" if wid.startswith("T2") else "sum"
+        g = table(len(starts))
+        runs = {}
+        for suffix, sparse in (("", True), ("_dense", False)):
+            t = table(1_000_000).requires_grad_()
+            y = F.embedding_bag(idx, t, starts, mode=mode, sparse=sparse)
+            runs[suffix] = (lambda y=y, t=t: torch.autograd.grad(y, t, g, retain_graph=True))
+        return runs
     if wid.startswith("B"):
         t = table(1_000_000)
         starts, n, _ = bags()
@@ -122,6 +146,7 @@ def main(ids):
 
 if __name__ == "__main__":
     all_ids = ["B1_bag_sum", "B2_bag_weighted", "B3_bag_mean", "B4_bag_max", "G1_graph_sum",
-               "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum"]
+               "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum",
+               "T1_bag_sum_backward", "T2_bag_mean_backward", "T3_graph_mean_backward"]
     want = sys.argv[1:]
     main([i for i in all_ids if not want or any(i.startswith(w) for w in want)])

@@ -23,20 +23,23 @@ pub(super) struct Routed {
     /// The caller's positions and local rows, grouped by owner.
     pub route: Route,
     /// Each position's segment (0 where there is none: no segments).
-    segment: Vec<usize>,
+    pub(super) segment: Vec<usize>,
     /// The number of segments.
     pub count: usize,
     /// For each owner in rank order, the global segment of each of its local segments.
-    global: Vec<usize>,
+    pub(super) global: Vec<usize>,
     /// How many local segments each owner has.
-    per_owner: Vec<usize>,
+    pub(super) per_owner: Vec<usize>,
     /// The owner's side: the rows asked of it, in (source, position) order.
     pub ids: Vec<u64>,
     /// The asked rows' segments as CSR ranges, each source's segments after the previous
-    /// sources'.
+    /// sources' (the rows sorted by them: a call's routing).
     pub indptr: Vec<u64>,
+    /// Or, for a plan's routing (the rows in each source's position order), each asked
+    /// row's segment, numbered as `indptr`'s.
+    pub owner_segs: Vec<u64>,
     /// Each source's segments, and where they and its rows start.
-    seg_counts: Vec<usize>,
+    pub(super) seg_counts: Vec<usize>,
     seg_starts: Vec<usize>,
     batch_start: Vec<usize>,
 }
@@ -44,11 +47,14 @@ pub(super) struct Routed {
 impl Routed {
     /// Routes `route`'s positions into the checked `segs`: each owner's segments numbered
     /// densely in order of first appearance, then the rows and local segments sent to
-    /// their owners. Collective (after the agreement on errors).
+    /// their owners, sorted by segment for a call (`plan` false: the owner pools ranges)
+    /// or in position order for a plan (whose owner sorts them once, and whose backward
+    /// adds in position order). Collective (after the agreement on errors).
     pub fn new<C, A, D, J: crate::index::GatherIndex>(
         table: &ShardedTable<'_, C, A, D>,
         segs: &Checked<'_, J>,
         route: Route,
+        plan: bool,
         traffic: &mut Traffic,
     ) -> Routed
     where
@@ -99,7 +105,7 @@ impl Routed {
             // The owner's positions by local segment (stable: position order within
             // each), so that it pools sorted ranges rather than sorting ids itself.
             let segs = &local[at..at + n];
-            if segs.windows(2).any(|w| w[0] > w[1]) {
+            if !plan && segs.windows(2).any(|w| w[0] > w[1]) {
                 let mut next = vec![0usize; k + 1];
                 for &s in segs {
                     next[s as usize + 1] += 1;
@@ -151,9 +157,13 @@ impl Routed {
         let (mut indptr, mut offset) = (vec![0u64], 0usize);
         let (mut seg_counts, mut seg_starts, mut batch_start) = (Vec::new(), Vec::new(), Vec::new());
         let mut from = 0;
+        let mut owner_segs = Vec::new();
         for &n in &segs_in.counts {
             let batch = &segs_in.values[from..from + n];
             let k = batch.iter().map(|&s| s as usize + 1).max().unwrap_or(0);
+            if plan {
+                owner_segs.extend(batch.iter().map(|&s| (offset + s as usize) as u64));
+            }
             let mut sizes = vec![0u64; k];
             for &s in batch {
                 sizes[s as usize] += 1;
@@ -177,6 +187,7 @@ impl Routed {
             per_owner,
             ids: ids.values,
             indptr,
+            owner_segs,
             seg_counts,
             seg_starts,
             batch_start,

@@ -36,6 +36,7 @@
 //! Tests and examples run on one machine (`mpirun -n 2 cargo run --release --features mpi
 //! --example sharded_bags`); `cargo test --features mpi` launches `mpirun -n 1..4` itself.
 
+mod backward;
 mod combine;
 mod exchange;
 mod plan;
@@ -419,7 +420,7 @@ where
                     (self.local.gather_reduce(ix, segments, 0, pool)?.into_dyn(), None)
                 });
             };
-            let routed = Routed::new(self, &segs, route, &mut traffic);
+            let routed = Routed::new(self, &segs, route, false, &mut traffic);
             let out = routed.pool(self, op, pool, arg, shape, None, &mut traffic);
             routed.give_back(&mut self.spare.borrow_mut());
             out

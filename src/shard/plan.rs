@@ -47,17 +47,17 @@ use crate::segments::{Checked, Segments};
 /// ```
 pub struct ShardedPlan {
     /// The routing, or `None` on one rank (the owner's plan is then the caller's).
-    routed: Option<Routed>,
+    pub(super) routed: Option<Routed>,
     /// The number of segments and of this rank's positions.
-    count: usize,
-    positions: usize,
+    pub(super) count: usize,
+    pub(super) positions: usize,
     /// The owner's side: the rows asked of this rank, sorted by segment once.
-    owner: GatherReducePlan,
+    pub(super) owner: GatherReducePlan,
     /// The table it was made for: its bounds and row shape.
-    bounds: Vec<usize>,
-    row_shape: Vec<usize>,
-    skip: Option<i128>,
-    traffic: Mutex<Traffic>,
+    pub(super) bounds: Vec<usize>,
+    pub(super) row_shape: Vec<usize>,
+    pub(super) skip: Option<i128>,
+    pub(super) traffic: Mutex<Traffic>,
 }
 
 impl<'c, C, A, D> ShardedTable<'c, C, A, D>
@@ -134,11 +134,11 @@ where
                 Checked::new(op, &segments, ix.len()).and_then(|segs| Ok((segs, self.route(op, ix, skip)?)));
             let (segs, route) = agree(self.comm, op, local)?;
             // (The plan keeps its buffers: none go back to the table.)
-            let routed = Routed::new(self, &segs, route, &mut traffic);
+            let routed = Routed::new(self, &segs, route, true, &mut traffic);
             let owner = GatherReducePlan::new(
                 self.local.raw_dim(),
                 &routed.ids,
-                Segments::indptr(&routed.indptr),
+                Segments::ids(&routed.owner_segs, routed.indptr.len() - 1),
                 0,
             );
             let owner = agree(self.comm, op, owner)?;
@@ -270,36 +270,8 @@ impl ShardedPlan {
             .chain(self.row_shape.iter().copied())
             .collect();
         let local = (|| {
-            if table.rows.bounds() != &self.bounds[..] {
-                return Err(GatherError::Bounds {
-                    op,
-                    entry: 0,
-                    value: table.rows.len(),
-                    detail: format!(
-                        "the table's bounds {:?} are not the plan's {:?}",
-                        table.rows.bounds(),
-                        self.bounds
-                    ),
-                });
-            }
-            if table.shape[1..] != self.row_shape[..] {
-                let expected: Vec<usize> = std::iter::once(table.rows.len())
-                    .chain(self.row_shape.iter().copied())
-                    .collect();
-                return Err(GatherError::InputShape {
-                    op,
-                    expected,
-                    found: table.shape.clone(),
-                });
-            }
-            if pool.skip.is_some() && pool.skip != self.skip {
-                return Err(GatherError::Pooling {
-                    op,
-                    pooling: pool.pooling,
-                    detail: "skips an index the plan was not made to skip (ShardedTable::plan_skipping)"
-                        .into(),
-                });
-            }
+            self.check_table(op, table)?;
+            self.check_skip(op, &pool)?;
             check_pool(op, &pool, self.positions(), arg)?;
             match &into {
                 Some(found) if found.shape() != &shape[..] => Err(GatherError::OutputShape {
@@ -328,5 +300,48 @@ impl ShardedPlan {
         });
         *self.traffic.lock().unwrap_or_else(|e| e.into_inner()) = traffic;
         done
+    }
+
+    /// A table of the plan's bounds and row shape, or this rank's error.
+    pub(super) fn check_table<C: Communicator, A, D: Dimension>(
+        &self,
+        op: &'static str,
+        table: &ShardedTable<'_, C, A, D>,
+    ) -> Result<(), GatherError> {
+        if table.rows.bounds() != &self.bounds[..] {
+            return Err(GatherError::Bounds {
+                op,
+                entry: 0,
+                value: table.rows.len(),
+                detail: format!(
+                    "the table's bounds {:?} are not the plan's {:?}",
+                    table.rows.bounds(),
+                    self.bounds
+                ),
+            });
+        }
+        if table.shape[1..] != self.row_shape[..] {
+            let expected: Vec<usize> = std::iter::once(table.rows.len())
+                .chain(self.row_shape.iter().copied())
+                .collect();
+            return Err(GatherError::InputShape {
+                op,
+                expected,
+                found: table.shape.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The pool's `.skip`, if any, checked against the plan's.
+    pub(super) fn check_skip<A>(&self, op: &'static str, pool: &Pool<'_, A>) -> Result<(), GatherError> {
+        if pool.skip.is_some() && pool.skip != self.skip {
+            return Err(GatherError::Pooling {
+                op,
+                pooling: pool.pooling,
+                detail: "skips an index the plan was not made to skip (ShardedTable::plan_skipping)".into(),
+            });
+        }
+        Ok(())
     }
 }

@@ -363,6 +363,60 @@ pub fn run() {
             // A training step: every local value changes, the routing does not.
             moving.local_mut().mapv_inplace(|v| v * 0.5 - 1.0);
         }
+        // The backward: every rank's single-process plan's backward on the whole
+        // gradient, in rank order (decision 34 in (source rank, position) order).
+        let grad_out = |r: usize, count: usize| {
+            let mut g = Lcg::new(seed * 91 + r as u64);
+            Array2::from_shape_simple_fn((count, w), || g.value())
+        };
+        let start = |g: &Array2<f32>| g.slice_axis(Axis(0), rows.range(me).into()).to_owned();
+        let init = whole(seed + 5, n, w);
+        for (pooling, weighted, skipped) in [
+            (Pooling::Sum, false, false),
+            (Pooling::Mean, false, false),
+            (Pooling::SqrtN, true, false),
+            (Pooling::Mean, true, true),
+        ] {
+            let (p, skip) = if skipped {
+                (&skipping, Some(-1_i64))
+            } else {
+                (&plan, None)
+            };
+            fn pool_of(b: &Batch, pooling: Pooling, weighted: bool, skip: Option<i64>) -> Pool<'_, f32> {
+                let mut pool = Pool::from(pooling);
+                if weighted {
+                    pool = pool.weighted(&b.weights);
+                }
+                if let Some(k) = skip {
+                    pool = pool.skip(k);
+                }
+                pool
+            }
+            let pool = pool_of(b, pooling, weighted, skip);
+            let mut grad = ShardedTable::new(&world, start(&init), rows.clone()).unwrap();
+            p.backward_into(&grad_out(me, p.segments()), pool.clone(), &mut grad)
+                .unwrap();
+            let mut all = init.clone();
+            for (r, other) in batches.iter().enumerate() {
+                let single = match skip {
+                    Some(k) => GatherReducePlan::new_skipping(t.shape(), &other.ids, k, other.segments(), 0),
+                    None => GatherReducePlan::new(t.shape(), &other.ids, other.segments(), 0),
+                }
+                .unwrap();
+                single
+                    .backward_into(
+                        &grad_out(r, single.segments()),
+                        pool_of(other, pooling, weighted, skip),
+                        &mut all,
+                    )
+                    .unwrap();
+            }
+            assert_eq!(
+                bits(grad.local()),
+                bits(&start(&all)),
+                "seed {seed} ranks {ranks} {pooling:?} weighted {weighted} skip {skip:?}: backward_into"
+            );
+        }
         let other = ShardedTable::new(
             &world,
             Array2::<f32>::zeros((rows.range(me).len(), w + 1)),
@@ -468,6 +522,21 @@ pub fn run() {
                 |e| matches!(e, GatherError::Weights { .. }),
                 "weights",
             ),
+        }
+        // A backward with a gradient of the wrong shape on the bad ranks: nothing written.
+        let mut grad = ShardedTable::new(&world, start(&init), rows.clone()).unwrap();
+        let g = Array2::<f32>::ones((plan.segments() + usize::from(bad[me]), w));
+        match (lowest, plan.backward_into(&g, Pooling::Sum, &mut grad)) {
+            (None, r) => r.unwrap(),
+            (Some(_), Ok(())) => panic!("seed {seed}: a bad backward succeeded"),
+            (Some(_), Err(e)) => {
+                verdict(e, |e| matches!(e, GatherError::UpdatesShape { .. }), "backward");
+                assert_eq!(
+                    bits(grad.local()),
+                    bits(&start(&init)),
+                    "seed {seed}: a failed backward wrote"
+                );
+            }
         }
         // Disagreeing bounds, or a local table of the wrong size, in `new`: every rank can
         // tell which ranks err by themselves (bounds other than rank 0's, or local rows

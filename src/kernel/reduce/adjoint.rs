@@ -11,6 +11,7 @@ use super::pool::{End, divide};
 use super::{Entries, Geometry, Pooler, Tally};
 use crate::kernel::BadIndex;
 use crate::kernel::schedule::run_jobs;
+use crate::plan::policy::REDUCE_AHEAD;
 use crate::pool::{PoolElement, Pooling};
 
 /// A plan's positions grouped by the input row they read: row `rows[k]` (ascending: the
@@ -101,11 +102,25 @@ impl ByRow {
         self.entries.len()
     }
 
-    /// Touched row `k`'s entries: segment and position.
+    /// Touched row `k`'s entries (indices into the entries).
     #[inline(always)]
-    fn of_row(&self, k: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
-        let at = self.offsets[k] as usize..self.offsets[k + 1] as usize;
-        self.entries[at].iter().map(|&[s, p]| (s as usize, p as usize))
+    fn of_row(&self, k: usize) -> Range<usize> {
+        self.offsets[k] as usize..self.offsets[k + 1] as usize
+    }
+
+    /// Entry `e`'s segment and position.
+    #[inline(always)]
+    fn entry(&self, e: usize) -> (usize, usize) {
+        let [s, p] = self.entries[e];
+        (s as usize, p as usize)
+    }
+
+    /// Asks for the gradient row of the entry [`REDUCE_AHEAD`] entries after `e`.
+    #[inline(always)]
+    fn prefetch<A>(&self, g: &Geometry<A>, e: usize) {
+        if let Some(&[s, _]) = self.entries.get(e + REDUCE_AHEAD) {
+            g.prefetch(g.x_row(s as usize));
+        }
     }
 }
 
@@ -124,22 +139,34 @@ impl<'w, A: PoolElement> Scale<'w, A> {
     /// The coefficients of pooling `p` over the segments of `csr` (`count` of them).
     /// `Max`, `Min` and `Prod` have none (the caller refuses them).
     pub fn of<E: Entries>(p: &Pooler<'w, A>, csr: &E, count: usize) -> Option<Self> {
+        Self::of_tallies(p, count, |s, tally| {
+            // The forward's tally, in position order.
+            for k in csr.segment(s) {
+                if let Some((_, pos)) = csr.entry(k) {
+                    tally.count += 1;
+                    if let Some(w) = &p.weights {
+                        tally.weight += w[pos].clone();
+                        tally.weight_sq += w[pos].clone() * w[pos].clone();
+                    }
+                }
+            }
+        })
+    }
+
+    /// The coefficients of pooling `p` over `count` segments, segment `s`'s tally made
+    /// by `tally(s, ..)` (its kept positions in position order).
+    pub fn of_tallies(
+        p: &Pooler<'w, A>,
+        count: usize,
+        mut tally: impl FnMut(usize, &mut Tally<A>),
+    ) -> Option<Self> {
         let mut per = Vec::new();
         if matches!(p.pooling, Pooling::Mean | Pooling::SqrtN) {
             per.try_reserve_exact(count).ok()?;
             for s in 0..count {
-                // The forward's tally, in position order.
-                let mut tally = Tally::new();
-                for k in csr.segment(s) {
-                    if let Some((_, pos)) = csr.entry(k) {
-                        tally.count += 1;
-                        if let Some(w) = &p.weights {
-                            tally.weight += w[pos].clone();
-                            tally.weight_sq += w[pos].clone() * w[pos].clone();
-                        }
-                    }
-                }
-                per.push(match (p.end(&tally), &p.weights) {
+                let mut t = Tally::new();
+                tally(s, &mut t);
+                per.push(match (p.end(&t), &p.weights) {
                     (End::Divide(d), None) => Some(divide(&A::one(), &d, p.integral)),
                     (End::Divide(d), Some(_)) => Some(d),
                     (End::Zero, _) => None,
@@ -159,7 +186,7 @@ impl<'w, A: PoolElement> Scale<'w, A> {
 
     /// Position `pos` of segment `s`'s coefficient; `None` for one (a plain add).
     #[inline(always)]
-    fn get(&self, s: usize, pos: usize) -> Option<A> {
+    pub fn get(&self, s: usize, pos: usize) -> Option<A> {
         let w = self.weights.as_ref().map(|w| w[pos].clone());
         if self.per.is_empty() {
             return w;
@@ -173,7 +200,7 @@ impl<'w, A: PoolElement> Scale<'w, A> {
 }
 
 /// Where a backward writes touched row `k`: the gradient's own row (dense) or row `k` of
-/// an array of the touched rows.
+/// a fresh array of zeros for the touched rows (written before it is read).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
     Dense,
@@ -225,7 +252,13 @@ pub(crate) fn backward<A: PoolElement>(
     each_row(t, jobs, |ks| {
         for k in ks {
             let o = g.target(t, k, to)?;
-            for (s, pos) in t.of_row(k) {
+            let entries = t.of_row(k);
+            // Fresh rows of zeros are written before they are read: `0 + v` is what adding
+            // into a zero gives, and a read first would fault each fresh page twice.
+            let fresh = (to == Target::Touched).then_some(entries.start);
+            for e in entries {
+                t.prefetch(g, e);
+                let (s, pos) = t.entry(e);
                 if s >= g.rows {
                     return Err(BadIndex);
                 }
@@ -234,9 +267,11 @@ pub(crate) fn backward<A: PoolElement>(
                 // contract); this job alone writes touched row `k`, and distinct touched
                 // rows are distinct output rows.
                 unsafe {
-                    match scale.get(s, pos) {
-                        None => g.each_lane(x, o, |o, x| *o += x.clone()),
-                        Some(c) => g.each_lane(x, o, |o, x| *o += c.clone() * x.clone()),
+                    match (scale.get(s, pos), fresh == Some(e)) {
+                        (None, false) => g.each_lane(x, o, |o, x| *o += x.clone()),
+                        (Some(c), false) => g.each_lane(x, o, |o, x| *o += c.clone() * x.clone()),
+                        (None, true) => g.each_lane(x, o, |o, x| *o = A::zero() + x.clone()),
+                        (Some(c), true) => g.each_lane(x, o, |o, x| *o = A::zero() + c.clone() * x.clone()),
                     }
                 }
             }
@@ -272,7 +307,9 @@ pub(crate) fn backward_arg<A: PoolElement>(
     each_row(t, jobs, |ks| {
         for k in ks {
             let o = g.target(t, k, to)?;
-            for (s, pos) in t.of_row(k) {
+            for e in t.of_row(k) {
+                t.prefetch(g, e);
+                let (s, pos) = t.entry(e);
                 if s >= g.rows {
                     return Err(BadIndex);
                 }
