@@ -91,7 +91,9 @@ impl GatherReducePlan {
     /// its contributions in increasing position order, whatever the thread count (the
     /// plan sorts its positions by row once, on the first backward). Skipped positions
     /// and empty segments add nothing; the fill plays no part. PyTorch's
-    /// `embedding_bag(..., sparse=False)` backward, `index_add_` / `index_reduce_` backward.
+    /// `embedding_bag(..., sparse=False)` backward, to the bit; `index_add_` /
+    /// `index_reduce_` / `segment_reduce` backward (whose `mean` divides the gradient by
+    /// the count, where `c_p` multiplies it by `1 / count`: the last bit may differ).
     ///
     /// ```
     /// use ndarray::{Array2, array};
@@ -128,8 +130,10 @@ impl GatherReducePlan {
     /// The gradient of [`backward_into`](Self::backward_into) on the touched rows only:
     /// their indices along the axis, ascending (each once, negative indices resolved),
     /// and an array of the input's shape but for the axis, as long as the rows, holding
-    /// each row's sum (from zero). PyTorch's `embedding_bag(..., sparse=True)` backward,
-    /// coalesced: an optimizer updates only these rows.
+    /// each row's sum in position order, from its first contribution: PyTorch's
+    /// `embedding_bag(..., sparse=True)` backward, coalesced, to the bit (where
+    /// `backward_into` on a zeroed gradient adds the first to `0.0`: a lone `-0.0` is
+    /// `-0.0` here, `0.0` there). An optimizer updates only these rows.
     ///
     /// ```
     /// use ndarray::array;

@@ -200,7 +200,8 @@ impl<'w, A: PoolElement> Scale<'w, A> {
 }
 
 /// Where a backward writes touched row `k`: the gradient's own row (dense) or row `k` of
-/// a fresh array of zeros for the touched rows (written before it is read).
+/// a fresh array for the touched rows (each row's first contribution written, then the
+/// others added).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Target {
     Dense,
@@ -253,8 +254,9 @@ pub(crate) fn backward<A: PoolElement>(
         for k in ks {
             let o = g.target(t, k, to)?;
             let entries = t.of_row(k);
-            // Fresh rows of zeros are written before they are read: `0 + v` is what adding
-            // into a zero gives, and a read first would fault each fresh page twice.
+            // Fresh rows start from their first contribution, as torch's coalesced sparse
+            // gradients do (a lone -0.0 stays -0.0); written before they are read, since a
+            // read first would fault each fresh page twice.
             let fresh = (to == Target::Touched).then_some(entries.start);
             for e in entries {
                 t.prefetch(g, e);
@@ -270,8 +272,8 @@ pub(crate) fn backward<A: PoolElement>(
                     match (scale.get(s, pos), fresh == Some(e)) {
                         (None, false) => g.each_lane(x, o, |o, x| *o += x.clone()),
                         (Some(c), false) => g.each_lane(x, o, |o, x| *o += c.clone() * x.clone()),
-                        (None, true) => g.each_lane(x, o, |o, x| *o = A::zero() + x.clone()),
-                        (Some(c), true) => g.each_lane(x, o, |o, x| *o = A::zero() + c.clone() * x.clone()),
+                        (None, true) => g.each_lane(x, o, |o, x| *o = x.clone()),
+                        (Some(c), true) => g.each_lane(x, o, |o, x| *o = c.clone() * x.clone()),
                     }
                 }
             }

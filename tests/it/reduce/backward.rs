@@ -85,7 +85,8 @@ impl Walk {
     }
 }
 
-/// `grad[idx[p]] += c_p * g[s]` for each kept position in increasing order, along `axis`.
+/// `grad[idx[p]] += c_p * g[s]` for each kept position in increasing order, along `axis`
+/// (with `first`, a row's first contribution is written, not added).
 fn add_rows<A: Elem>(
     grad: &mut ArrayD<A>,
     g: &ArrayD<A>,
@@ -93,13 +94,16 @@ fn add_rows<A: Elem>(
     walk: &Walk,
     c: &[Option<A>],
     rows: impl Fn(usize) -> usize,
+    first: bool,
 ) {
+    let mut seen = std::collections::HashSet::new();
     for (p, r, s) in walk.kept() {
+        let fresh = first && seen.insert(r);
         let mut dst = grad.index_axis_mut(Axis(axis), rows(r));
         let src = g.index_axis(Axis(axis), s);
-        Zip::from(&mut dst).and(&src).for_each(|o, &v| match c[p] {
-            None => *o += v,
-            Some(k) => *o += k * v,
+        Zip::from(&mut dst).and(&src).for_each(|o, &v| {
+            let v = c[p].map_or(v, |k| k * v);
+            if fresh { *o = v } else { *o += v }
         });
     }
 }
@@ -198,12 +202,12 @@ fn run<A: Elem>(c: &Case) -> Result<(), TestCaseError> {
     got.map_err(|e| TestCaseError::fail(format!("backward_into: {e}")))?;
     let coef = walk.coefficients(c.pooling, weights.as_deref());
     let mut expected = before.clone();
-    add_rows(&mut expected, &g_owned, axis, &walk, &coef, |r| r);
+    add_rows(&mut expected, &g_owned, axis, &walk, &coef, |r| r, false);
     prop_assert!(
         same_bits(&expected, &grad.to_owned()),
         "backward_into: expected {expected:?}, got {grad:?}"
     );
-    // The touched rows, ascending, each from zero.
+    // The touched rows, ascending, each from its first contribution.
     let (rows, grads) = plan
         .backward_rows(&g, pool)
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -214,9 +218,15 @@ fn run<A: Elem>(c: &Case) -> Result<(), TestCaseError> {
     let mut shape = c.x_shape.clone();
     shape[axis] = touched.len();
     let mut expected = ArrayD::zeros(IxDyn(&shape));
-    add_rows(&mut expected, &g_owned, axis, &walk, &coef, |r| {
-        touched.binary_search(&r).unwrap()
-    });
+    add_rows(
+        &mut expected,
+        &g_owned,
+        axis,
+        &walk,
+        &coef,
+        |r| touched.binary_search(&r).unwrap(),
+        true,
+    );
     prop_assert!(
         same_bits(&expected, &grads.into_dyn()),
         "backward_rows: expected {expected:?}"
