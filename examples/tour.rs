@@ -252,13 +252,33 @@ fn main() -> Result<(), GatherError> {
     );
     let (max, arg) = table.gather_reduce_arg(&src, Segments::ids(&dst, 4), 0, Pooling::Max)?;
     println!("max and the edge it came from (torch_scatter.scatter_max; 5 = none):\n{max}\n{arg}\n");
-    // Backward of the mean layer with respect to the features: each edge's share of its
-    // destination's gradient (1 / in-degree), summed into its source.
-    let grad_h = Array::from_elem((4, 2), 1.0);
-    let degree = Array::from_elem(src.len(), 1.0).segment_reduce(Segments::ids(&dst, 4), 0, Pooling::Sum)?;
-    let share = dst.mapv(|d| 1.0 / degree[d as usize]);
-    let grad_x = grad_h.gather_reduce(&dst, Segments::ids(&src, 4), 0, Pooling::Sum.weighted(&share))?;
+    // Its backward, through a plan (checked and sorted once): each edge's share of its
+    // destination's gradient (1 / in-degree), added into its source in edge order.
+    let plan = GatherReducePlan::new(table.dim(), &src, Segments::ids(&dst, 4), 0)?;
+    let mut grad_x = Array::zeros(table.raw_dim());
+    plan.backward_into(&Array::from_elem((4, 2), 1.0), Pooling::Mean, &mut grad_x)?;
     println!("its backward, d(loss)/d(x) for d(loss)/d(h) = 1:\n{grad_x}\n");
+
+    println!("=== a training step of an embedding bag (torch embedding_bag(sparse=True) + SGD)\n");
+    let mut emb = Array::from_shape_fn((6, 2), |(r, c)| (r * 2 + c) as f64 * 0.25);
+    let (idx, starts, target) = (
+        array![5_i64, 0, 2, 2],
+        array![0_i64, 2],
+        array![[1.0, 1.0], [0.0, 0.5]],
+    );
+    let bags = GatherReducePlan::new(emb.dim(), &idx, Segments::starts(&starts), 0)?;
+    for step in 0..3 {
+        let out = bags.apply(&emb, Pooling::Mean)?; // forward
+        let grad_out = (&out - &target) * 2.0; // d(squared error)/d(out)
+        let (rows, grads) = bags.backward_rows(&grad_out, Pooling::Mean)?; // touched rows only
+        for (&r, g) in rows.iter().zip(grads.rows()) {
+            let mut row = emb.row_mut(r);
+            row.scaled_add(-0.1, &g); // SGD on the touched rows
+        }
+        let loss = (&out - &target).mapv(|v| v * v).sum();
+        println!("step {step}: loss {loss:.4}, rows updated {rows}");
+    }
+    println!("the table after training:\n{emb}\n");
     let ragged = table.segment_reduce(
         Segments::lengths(&[3, 0, 1]),
         0,

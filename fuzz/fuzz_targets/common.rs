@@ -99,6 +99,27 @@ impl<T: Clone> Held<T> {
             Layout::Broadcast(_) => self.base.broadcast(IxDyn(&self.shape)).unwrap(),
         }
     }
+
+    /// A writable view in the layout (a broadcast one is not writable: made `C`).
+    pub fn view_mut(&mut self) -> ndarray::ArrayViewMutD<'_, T> {
+        let mut v = self.base.view_mut();
+        match self.layout {
+            Layout::C | Layout::Broadcast(_) => v,
+            Layout::F => v.reversed_axes(),
+            Layout::Reversed => {
+                for d in 0..v.ndim() {
+                    v.invert_axis(Axis(d));
+                }
+                v
+            }
+            Layout::Stepped => {
+                for d in 0..v.ndim() {
+                    v.slice_axis_inplace(Axis(d), Slice::new(0, None, 2));
+                }
+                v
+            }
+        }
+    }
 }
 
 pub enum Op {

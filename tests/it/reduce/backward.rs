@@ -6,107 +6,12 @@ use ndarray::{ArrayD, Axis, IxDyn, Zip};
 use ndarray_gather::prelude::*;
 use proptest::prelude::*;
 
-use super::props::{Case, Elem, case};
+use crate::support::backward::{Walk, add_rows};
 use crate::support::generate::config;
 use crate::support::layouts::{Held, Layout};
-use crate::support::pooling::{Seg, same_bits, segment_of};
-
-/// What a test case's backward is made of: each position's row (`None`: skipped) and
-/// segment, and the segment count.
-struct Walk {
-    rows: Vec<Option<usize>>,
-    segs: Vec<Option<usize>>,
-    count: usize,
-}
-
-impl Walk {
-    /// `None` where the plan would refuse the case (a bad axis, segments or index).
-    fn of(c: &Case) -> Option<(Walk, usize)> {
-        let r = c.x_shape.len() as isize;
-        if c.axis < -r || c.axis >= r {
-            return None;
-        }
-        let axis = c.axis.rem_euclid(r) as usize;
-        let len = c.x_shape[axis] as i64;
-        let (segs, count) = segment_of(&c.seg, c.idx.len()).ok()?;
-        let rows = c
-            .idx
-            .iter()
-            .map(|&v| match v {
-                _ if c.skip == Some(v) => Ok(None),
-                v if (-len..len).contains(&v) => Ok(Some(v.rem_euclid(len) as usize)),
-                _ => Err(()),
-            })
-            .collect::<Result<_, _>>()
-            .ok()?;
-        Some((Walk { rows, segs, count }, axis))
-    }
-
-    /// The kept positions in increasing order: position, row, segment.
-    fn kept(&self) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
-        (0..self.rows.len()).filter_map(|p| Some((p, self.rows[p]?, self.segs[p]?)))
-    }
-
-    /// Decision 34's `c_p` for every position (`None`: one, a plain add), from the
-    /// forward's divisors: the segment's kept positions' count or weight sums.
-    fn coefficients<A: Elem>(&self, pooling: Pooling, w: Option<&[A]>) -> Vec<Option<A>> {
-        let (mut n, mut sw, mut sw2) = (
-            vec![0usize; self.count],
-            vec![A::zero(); self.count],
-            vec![A::zero(); self.count],
-        );
-        for (p, _, s) in self.kept() {
-            n[s] += 1;
-            if let Some(w) = w {
-                sw[s] += w[p];
-                sw2[s] += w[p] * w[p];
-            }
-        }
-        let integral = A::from_f64(0.5).is_none_or(|h| h.is_zero());
-        let mut c = vec![None; self.rows.len()];
-        for (p, _, s) in self.kept() {
-            let wp = w.map(|w| w[p]);
-            let d = match (pooling, w) {
-                (Pooling::Sum, _) => {
-                    c[p] = wp;
-                    continue;
-                }
-                (Pooling::Mean, Some(_)) => Some(sw[s]),
-                (Pooling::Mean, None) => A::from_usize(n[s]),
-                (_, Some(_)) => A::from_f64(sw2[s].to_f64().unwrap().sqrt()),
-                (_, None) => A::from_f64((n[s] as f64).sqrt()),
-            };
-            c[p] = Some(match d {
-                Some(d) if !(integral && d.is_zero()) => wp.unwrap_or_else(A::one) / d,
-                _ => A::zero(),
-            });
-        }
-        c
-    }
-}
-
-/// `grad[idx[p]] += c_p * g[s]` for each kept position in increasing order, along `axis`
-/// (with `first`, a row's first contribution is written, not added).
-fn add_rows<A: Elem>(
-    grad: &mut ArrayD<A>,
-    g: &ArrayD<A>,
-    axis: usize,
-    walk: &Walk,
-    c: &[Option<A>],
-    rows: impl Fn(usize) -> usize,
-    first: bool,
-) {
-    let mut seen = std::collections::HashSet::new();
-    for (p, r, s) in walk.kept() {
-        let fresh = first && seen.insert(r);
-        let mut dst = grad.index_axis_mut(Axis(axis), rows(r));
-        let src = g.index_axis(Axis(axis), s);
-        Zip::from(&mut dst).and(&src).for_each(|o, &v| {
-            let v = c[p].map_or(v, |k| k * v);
-            if fresh { *o = v } else { *o += v }
-        });
-    }
-}
+use crate::support::pooling::{Seg, same_bits};
+use crate::support::reduce_cases::{Case, Elem, case};
+use crate::with_segs;
 
 /// The forward's random case made a plan's good one, mostly: indices (a `segment_reduce`
 /// case's too) in range, weights one per position. (Bad axes and segments stay: the plan
@@ -134,7 +39,7 @@ fn repair(c: &Case) -> Case {
 /// Runs the backward of case `c` with elements `A` (indices and ids as i64).
 fn run<A: Elem>(c: &Case) -> Result<(), TestCaseError> {
     let c = &repair(c);
-    let Some((walk, axis)) = Walk::of(c) else {
+    let Some((walk, axis)) = Walk::of(&c.x_shape, c.axis, &c.idx, &c.seg, c.skip) else {
         return Ok(());
     };
     let seg_arrays: Vec<i64> = match &c.seg {

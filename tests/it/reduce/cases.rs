@@ -4,9 +4,10 @@
 use ndarray::{Array1, Array2, array};
 use ndarray_gather::prelude::*;
 
-use super::props::{Case, run};
+use super::props::run;
 use crate::support::layouts::Layout;
 use crate::support::pooling::Seg;
+use crate::support::reduce_cases::Case;
 
 /// Rows of the kernel's register blocks (64 columns natively, then 32 and 16; 8, 4 and 2
 /// under Miri) and tails: a row one short of a block (a half, a quarter and a tail),

@@ -15,5 +15,10 @@ pub mod plans;
 // Only the gather-reduce binary (tests/reduce.rs) uses it.
 #[allow(dead_code)]
 pub mod pooling;
+// Only the gather-reduce binary (tests/reduce.rs) uses them.
+#[allow(dead_code)]
+pub mod backward;
+#[allow(dead_code)]
+pub mod reduce_cases;
 pub mod reference;
 pub mod threads;
