@@ -63,7 +63,10 @@ fn table(rows: usize) -> Array2<f32> {
 
 /// T1-T3: the backward of B1's and B3's bags and of G2's graph through a plan (built, and
 /// its rows sorted, untimed): `rows` (`backward_rows`), `dense` (a reused gradient zeroed,
-/// then `backward_into`), `dense_fresh` (a fresh zeroed gradient, then `backward_into`).
+/// then `backward_into`), `dense_fresh` (a fresh zeroed gradient, then `backward_into`),
+/// `dense_fresh_filled` (the same, its pages written once in order first);
+/// `copy` / `copy_first` (a copy of the unsorted plan, without and with its first
+/// `backward_rows`: the sort's cost).
 fn backward(id: &'static str) -> ReduceWorkload {
     let mut variants: Vec<Variant> = Vec::new();
     let (plan, grad_out, rows, pooling) = if id == "T3_graph_mean_backward" {
@@ -85,6 +88,20 @@ fn backward(id: &'static str) -> ReduceWorkload {
     };
     let out_bytes = rows * WIDTH * 4;
     let gathered_bytes = plan.positions() * WIDTH * 4;
+    {
+        // A copy of the plan (unsorted), and a copy with its first backward: the sort by
+        // row costs the difference less `rows`.
+        let (p, g) = (plan.clone(), grad_out.clone());
+        let q = p.clone();
+        variants.push(("copy", Box::new(move || drop(black_box(q.clone())))));
+        variants.push((
+            "copy_first",
+            Box::new(move || {
+                let fresh = p.clone();
+                black_box(fresh.backward_rows(&g, pooling).unwrap());
+            }),
+        ));
+    }
     // The first backward sorts the plan's rows: untimed, as the plan's build.
     plan.backward_rows(&grad_out, pooling).unwrap();
     if id != "T3_graph_mean_backward" {
@@ -104,6 +121,18 @@ fn backward(id: &'static str) -> ReduceWorkload {
             Box::new(move || {
                 grad.fill(0.0);
                 p.backward_into(&g, pooling, &mut grad).unwrap();
+            }),
+        ));
+    }
+    {
+        let (p, g) = (plan.clone(), grad_out.clone());
+        variants.push((
+            "dense_fresh_filled",
+            Box::new(move || {
+                let mut grad = Array2::<f32>::zeros((rows, WIDTH));
+                grad.fill(0.0);
+                p.backward_into(&g, pooling, &mut grad).unwrap();
+                black_box(grad);
             }),
         ));
     }

@@ -105,7 +105,14 @@ def torch_runs(pristine, numpy_f, torch_f, written_once=None):
         got, expect = got[written_once], expect[written_once]
     assert got.shape == expect.shape and np.allclose(got, expect, rtol=1e-5, atol=1e-3), "torch differs from numpy"
     reset = lambda: np.copyto(x, pristine)
-    return {f"torch{n}": (lambda: torch_f(t), reset) for n in (1, 2)}
+    runs = {f"torch{n}": (lambda: torch_f(t), reset) for n in (1, 2)}
+    # `torch{n}_own`: the destination in torch's own allocation (64-byte aligned, 4 KiB
+    # pages), as a PyTorch user's tensor is; NumPy advises huge pages for its large arrays.
+    own = torch.empty(tuple(t.shape), dtype=t.dtype)
+    own.copy_(t)
+    source = torch.from_numpy(pristine)
+    runs.update({f"torch{n}_own": (lambda: torch_f(own), lambda: own.copy_(source)) for n in (1, 2)})
+    return runs
 
 
 WANT = sys.argv[1:]

@@ -267,19 +267,39 @@ pub(crate) fn backward<A: PoolElement>(
                 let x = g.x_row(s);
                 // SAFETY: `s < rows` and the target row is below `segments` (the
                 // contract); this job alone writes touched row `k`, and distinct touched
-                // rows are distinct output rows.
+                // rows are distinct output rows; rows that are runs are `len` contiguous
+                // elements of the gradient and of the output, distinct arrays.
                 unsafe {
-                    match (scale.get(s, pos), fresh == Some(e)) {
-                        (None, false) => g.each_lane(x, o, |o, x| *o += x.clone()),
-                        (Some(c), false) => g.each_lane(x, o, |o, x| *o += c.clone() * x.clone()),
-                        (None, true) => g.each_lane(x, o, |o, x| *o = x.clone()),
-                        (Some(c), true) => g.each_lane(x, o, |o, x| *o = c.clone() * x.clone()),
+                    let (c, first) = (scale.get(s, pos), fresh == Some(e));
+                    if g.runs() {
+                        let len = g.lane.len;
+                        scaled(std::slice::from_raw_parts_mut(o, len), std::slice::from_raw_parts(x, len), c, first);
+                    } else {
+                        match (c, first) {
+                            (None, false) => g.each_lane(x, o, |o, x| *o += x.clone()),
+                            (Some(c), false) => g.each_lane(x, o, |o, x| *o += c.clone() * x.clone()),
+                            (None, true) => g.each_lane(x, o, |o, x| *o = x.clone()),
+                            (Some(c), true) => g.each_lane(x, o, |o, x| *o = c.clone() * x.clone()),
+                        }
                     }
                 }
             }
         }
         Ok(())
     })
+}
+
+/// `o = c·x` (`first`) or `o += c·x` (`c` `None`: one) on rows that are runs: slices that
+/// cannot alias, so that the loop vectorizes (in the lanes' closures it ran one element at
+/// a time, reloading `c`).
+#[inline(never)]
+fn scaled<A: PoolElement>(o: &mut [A], x: &[A], c: Option<A>, first: bool) {
+    match (c, first) {
+        (None, false) => o.iter_mut().zip(x).for_each(|(o, x)| *o += x.clone()),
+        (Some(c), false) => o.iter_mut().zip(x).for_each(|(o, x)| *o += c.clone() * x.clone()),
+        (None, true) => o.clone_from_slice(x),
+        (Some(c), true) => o.iter_mut().zip(x).for_each(|(o, x)| *o = c.clone() * x.clone()),
+    }
 }
 
 /// An argmax array beside a gradient (its strides), read by the backward's threads.
