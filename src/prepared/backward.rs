@@ -94,6 +94,9 @@ impl GatherReducePlan {
     /// `embedding_bag(..., sparse=False)` backward, to the bit; `index_add_` /
     /// `index_reduce_` / `segment_reduce` backward (whose `mean` divides the gradient by
     /// the count, where `c_p` multiplies it by `1 / count`: the last bit may differ).
+    /// Zero and reuse one gradient across steps: a fresh `Array::zeros` of hundreds of MiB
+    /// has its pages faulted in by the backward's random writes, several times slower
+    /// (PERFORMANCE.md, "The backward through a plan").
     ///
     /// ```
     /// use ndarray::{Array2, array};

@@ -21,8 +21,12 @@ use crate::segments::{Checked, Segments};
 ///
 /// Applying a plan gives the same bits as the method call it was made from.
 /// `Clone + Debug + Send + Sync`, with no lifetime: it owns its arrays (8 bytes per
-/// position, a `u32` row and position, and a `usize` per segment). Inputs whose axis or
-/// positions exceed `u32` cannot be planned ([`SizeOverflow`](GatherError::SizeOverflow)).
+/// position, a `u32` row and position, and a `usize` per segment; once a backward asks,
+/// 8 bytes more per kept position and per touched row: the positions by row). Inputs
+/// whose axis or positions exceed `u32` cannot be planned
+/// ([`SizeOverflow`](GatherError::SizeOverflow)). Its backward is
+/// [`backward_into`](Self::backward_into), [`backward_rows`](Self::backward_rows) and
+/// [`backward_arg_into`](Self::backward_arg_into).
 ///
 /// ```
 /// use ndarray::{Array2, array};
