@@ -159,6 +159,56 @@ pub fn orders(id: &str) -> Vec<(&'static str, Timed)> {
     }
 }
 
+/// W9, `gather_elements` along the last, contiguous axis of [8, 512, 64] `f32` with `k`
+/// indices per row (top-k, beam search): `method` (the allocating call), `plan_into` and
+/// `plan_alloc` (its `GatherPlan`), and `slice_loop`, the floor a user would write
+/// (`out_row[j] = in_row[idx_row[j]]` over contiguous slices, one thread).
+pub fn w9(k: usize) -> Vec<(&'static str, Timed)> {
+    let x = data(&[8, 512, 64]);
+    let ix = ids(&[8, 512, k], 64, 9);
+    let plan = std::rc::Rc::new(GatherPlan::gather_elements(x.shape(), &ix, -1).unwrap());
+    let mut out = zeros(&[8, 512, k]);
+    let (x1, ix1, p1, x2, p2, x3) = (
+        x.clone(),
+        ix.clone(),
+        plan.clone(),
+        x.clone(),
+        plan.clone(),
+        x.clone(),
+    );
+    let mut loop_out = vec![0f32; 8 * 512 * k];
+    vec![
+        (
+            "method",
+            Box::new(move || drop(std::hint::black_box(x1.gather_elements(&ix1, -1).unwrap()))),
+        ),
+        (
+            "plan_into",
+            Box::new(move || p1.apply_into(&x2, &mut out).unwrap()),
+        ),
+        (
+            "plan_alloc",
+            Box::new(move || drop(std::hint::black_box(p2.apply(&x3).unwrap()))),
+        ),
+        (
+            "slice_loop",
+            Box::new(move || {
+                let (xs, is) = (x.as_slice().unwrap(), ix.as_slice().unwrap());
+                for ((o, i), r) in loop_out
+                    .chunks_exact_mut(k)
+                    .zip(is.chunks_exact(k))
+                    .zip(xs.chunks_exact(64))
+                {
+                    for (o, &i) in o.iter_mut().zip(i) {
+                        *o = r[i as usize];
+                    }
+                }
+                std::hint::black_box(&loop_out);
+            }),
+        ),
+    ]
+}
+
 /// `plan_into`, `plan_alloc` and `plan_build` for the plan `make` builds for `input`'s
 /// shape.
 fn planned(

@@ -7,6 +7,8 @@
 //! halves over two threads, one of them spawned for the copy; not for W7); for W1, W3
 //! and W8 also `into_f_out` (into a Fortran-order output) and for W3 `into_t_in` (from a
 //! transposed input).
+//! `workloads W9` times W9 at 4, 16 and 64 indices per row: `method`, `plan_into`,
+//! `plan_alloc` and `slice_loop` (the floor: a plain loop over contiguous slices).
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -42,6 +44,20 @@ fn median_tiny(f: &mut impl FnMut()) -> f64 {
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let budget = Duration::from_millis(1500);
+    // W9 (not in `IDS`: three row lengths, and a slice loop for its floor), by name only.
+    if args.iter().any(|a| a.starts_with("W9")) {
+        for k in [4, 16, 64] {
+            for (what, mut f) in workloads::w9(k) {
+                let ns = median(budget, || {
+                    for _ in 0..20 {
+                        f();
+                    }
+                }) as f64
+                    / 20.0;
+                println!("W9_k{k} {what} {ns:.1}");
+            }
+        }
+    }
     for id in workloads::IDS
         .iter()
         .filter(|id| args.is_empty() || args.iter().any(|a| id.starts_with(a.as_str())))

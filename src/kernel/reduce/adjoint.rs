@@ -273,7 +273,12 @@ pub(crate) fn backward<A: PoolElement>(
                     let (c, first) = (scale.get(s, pos), fresh == Some(e));
                     if g.runs() {
                         let len = g.lane.len;
-                        scaled(std::slice::from_raw_parts_mut(o, len), std::slice::from_raw_parts(x, len), c, first);
+                        scaled(
+                            std::slice::from_raw_parts_mut(o, len),
+                            std::slice::from_raw_parts(x, len),
+                            c,
+                            first,
+                        );
                     } else {
                         match (c, first) {
                             (None, false) => g.each_lane(x, o, |o, x| *o += x.clone()),
