@@ -1,4 +1,4 @@
-//! Criterion benches: the workloads W1-W8 of shared/BENCH-WORKLOADS.md, each in one group
+//! Criterion benches: the workloads W1-W9 of shared/BENCH-WORKLOADS.md, each in one group
 //! with the crate's allocating call, its `_into` call into a reused output, the prepared
 //! gather's `apply_into` (P3-P8) and the building of its plan, the memory-order variants
 //! (`into_f_out`, `into_t_in`), and a
@@ -50,6 +50,14 @@ fn workload_groups(c: &mut Criterion) {
             g.bench_function("ndarray_select", |b| {
                 b.iter(|| black_box(black_box(&x).select(Axis(0), &[3, 1])))
             });
+        }
+        g.finish();
+    }
+    // W9: short rows along the last axis, against the slice loop that is its floor.
+    for k in [4, 16, 64] {
+        let mut g = c.benchmark_group(format!("W9_k{k}"));
+        for (what, mut f) in workloads::w9(k) {
+            g.bench_function(what, |b| b.iter(&mut f));
         }
         g.finish();
     }

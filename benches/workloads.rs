@@ -162,7 +162,8 @@ pub fn orders(id: &str) -> Vec<(&'static str, Timed)> {
 /// W9, `gather_elements` along the last, contiguous axis of [8, 512, 64] `f32` with `k`
 /// indices per row (top-k, beam search): `method` (the allocating call), `plan_into` and
 /// `plan_alloc` (its `GatherPlan`), and `slice_loop`, the floor a user would write
-/// (`out_row[j] = in_row[idx_row[j]]` over contiguous slices, one thread).
+/// (`out_row[j] = in_row[idx_row[j]]` over contiguous slices, one thread), into a reused
+/// buffer or (`slice_loop_alloc`) a fresh array, as the method returns.
 pub fn w9(k: usize) -> Vec<(&'static str, Timed)> {
     let x = data(&[8, 512, 64]);
     let ix = ids(&[8, 512, k], 64, 9);
@@ -177,7 +178,21 @@ pub fn w9(k: usize) -> Vec<(&'static str, Timed)> {
         x.clone(),
     );
     let mut loop_out = vec![0f32; 8 * 512 * k];
+    let (x4, ix4) = (x.clone(), ix.clone());
+    // The slice loop into a fresh array, as the allocating method returns one.
+    let fresh_loop = move || {
+        let (xs, is) = (x4.as_slice().unwrap(), ix4.as_slice().unwrap());
+        let mut out = Vec::with_capacity(is.len());
+        for (i, r) in is.chunks_exact(k).zip(xs.chunks_exact(64)) {
+            out.extend(i.iter().map(|&i| r[i as usize]));
+        }
+        ArrayD::from_shape_vec(IxDyn(&[8, 512, k]), out).unwrap()
+    };
     vec![
+        (
+            "slice_loop_alloc",
+            Box::new(move || drop(std::hint::black_box(fresh_loop()))),
+        ),
         (
             "method",
             Box::new(move || drop(std::hint::black_box(x1.gather_elements(&ix1, -1).unwrap()))),

@@ -102,6 +102,11 @@ pub(crate) const NEXT_ROW_BYTES: usize = 64 << 10;
 /// Element lanes of at least this many positions run the CPU-specific loop variants.
 pub(crate) const ISA_MIN_LANE: usize = 16;
 
+/// The longest element lanes that run a row of lanes per kernel call when each reads one
+/// contiguous row (W9: 4-64 indices per row); longer ones, W3's 2048, run lane by lane
+/// with the next row and the indices prefetched.
+pub(crate) const ELEMENT_ROWS_MAX_LANE: usize = 256;
+
 // ---- Staging (elements) -----------------------------------------------------------------
 
 /// The most elements a staged tile holds, and the longest lane staged whole: 16 KiB of

@@ -119,12 +119,19 @@ impl Strategy {
         } else {
             Run::Serial
         };
+        // Short element lanes that each read one contiguous row (GatherElements along the
+        // last axis with few indices per row): a row of them per kernel call.
+        let element_rows = staged == Stage::No
+            && matches!(axes, [a] if a.stride == 1)
+            && (lane.inp, lane.idx, lane.out) == (0, 1, 1)
+            && lane.len <= ELEMENT_ROWS_MAX_LANE
+            && !needs_drop::<A>();
         Strategy {
             run,
             staged,
-            rows: staged != Stage::No || (blocks && total > PIPELINE_MIN),
+            rows: staged != Stage::No || (blocks && total > PIPELINE_MIN) || element_rows,
             stream,
-            wide: wide(staged),
+            wide: wide(staged) || element_rows,
         }
     }
 }

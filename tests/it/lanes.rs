@@ -310,3 +310,38 @@ fn streamed_block_copies_match_ndarrays_select() {
         check(65_600, 64, |v| v as f32, -1.0);
     }
 }
+
+/// Rows of short element lanes, each reading one contiguous row (GatherElements along the
+/// last axis with a few indices per row, W9): run a row of lanes per kernel call once a
+/// call has more than 64 positions. Against the reference, fresh and into an existing
+/// output, through a plan, for lanes of 1 to 257 (past the rows path's 256), and a bad
+/// index anywhere named with its position.
+#[test]
+fn short_element_rows_match_the_reference() {
+    let (b, n) = (if cfg!(miri) { 3 } else { 6 }, 9);
+    let x = ndarray::Array3::from_shape_fn((2, b, n), |(i, j, k)| (i * 100 + j * 10 + k) as f32);
+    let lens: &[usize] = if cfg!(miri) {
+        &[11, 40]
+    } else {
+        &[1, 3, 4, 6, 16, 64, 256, 257]
+    };
+    for &k in lens {
+        let v = values(2 * b * k, n, true, false, k);
+        let idx = ndarray::Array3::from_shape_vec((2, b, k), v).unwrap();
+        let want = reference::elements(&x.view().into_dyn(), &idx.view().into_dyn(), 2).unwrap();
+        assert_eq!(x.gather_elements(&idx, -1).unwrap().into_dyn(), want, "k {k}");
+        let plan = GatherPlan::gather_elements(x.dim(), &idx, 2).unwrap();
+        let mut out = ndarray::Array3::<f32>::zeros((2, b, k));
+        plan.apply_into(&x, &mut out).unwrap();
+        assert_eq!(out.into_dyn(), want, "k {k}: plan");
+        // A bad index in the last lane: the error names it; `out` is left as it was.
+        let mut bad = idx.clone();
+        bad[[1, b - 1, k - 1]] = n as i64;
+        match x.gather_elements(&bad, -1) {
+            Err(GatherError::IndexOutOfBounds { index, position, .. }) => {
+                assert_eq!((index, position), (n as i128, vec![1, b - 1, k - 1]), "k {k}")
+            }
+            r => panic!("k {k}: {r:?}"),
+        }
+    }
+}

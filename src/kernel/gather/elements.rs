@@ -170,6 +170,110 @@ impl<A: Clone> Axis1<A> {
     }
 }
 
+/// Rows of element lanes that each read one contiguous input row (GatherElements along
+/// the last axis: top-k, beam search, attention re-indexing): `count` lanes of `n`
+/// elements, lane `i` reading the row at `inp + i * steps.0` with its indices at
+/// `idx + i * steps.1` and its output at `out + i * steps.2` (contiguous lanes). One call
+/// for a row of lanes, so that a short lane costs its elements and not a call, a chunking
+/// and a prefetch plan of its own.
+#[derive(Clone, Copy)]
+pub(super) struct Rows1<A, I> {
+    pub inp: *const A,
+    pub idx: *const I,
+    pub out: *mut A,
+    pub n: usize,
+    pub count: usize,
+    pub steps: (isize, isize, isize),
+    /// The gathered axis's length (the row's).
+    pub len: usize,
+}
+
+impl<A: Clone, I: GatherIndex> Rows1<A, I> {
+    /// Fills the lanes with the variant `isa`; `false` if an index was out of range
+    /// (every element is written all the same).
+    ///
+    /// # Safety
+    /// `isa` runs on this CPU; for every `i < count`, `j < len` and `k < n`, `inp + i *
+    /// steps.0 + j` is an element of the input, `idx + i * steps.1 + k` one of the
+    /// indices, and `out + i * steps.2 + k` one of the output (initialized unless `INIT`),
+    /// distinct for distinct `(i, k)` and aliasing neither; `len > 0`.
+    #[inline(always)]
+    pub unsafe fn fill_with<R: Resolve, const INIT: bool>(self, isa: Isa) -> bool {
+        // SAFETY: (every arm) the CPU has the variant's features; the rest is forwarded.
+        unsafe {
+            if !R::SPECIALIZED {
+                return self.fill::<R, INIT>();
+            }
+            match isa {
+                Isa::Base => self.fill::<R, INIT>(),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx2 => self.fill_avx2::<R, INIT>(),
+                #[cfg(target_arch = "x86_64")]
+                Isa::Avx512 => self.fill_avx512::<R, INIT>(),
+            }
+        }
+    }
+
+    /// [`Rows1::fill`] compiled for AVX-512.
+    ///
+    /// # Safety
+    /// The contract of [`Rows1::fill_with`], on a CPU with AVX-512 F, VL, DQ and BW.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
+    unsafe fn fill_avx512<R: Resolve, const INIT: bool>(self) -> bool {
+        // SAFETY: forwarded.
+        unsafe { self.fill::<R, INIT>() }
+    }
+
+    /// [`Rows1::fill`] compiled for AVX2.
+    ///
+    /// # Safety
+    /// The contract of [`Rows1::fill_with`], on a CPU with AVX2.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    unsafe fn fill_avx2<R: Resolve, const INIT: bool>(self) -> bool {
+        // SAFETY: forwarded.
+        unsafe { self.fill::<R, INIT>() }
+    }
+
+    /// The loops themselves, inlined into each variant.
+    ///
+    /// # Safety
+    /// The contract of [`Rows1::fill_with`].
+    #[inline(always)]
+    unsafe fn fill<R: Resolve, const INIT: bool>(self) -> bool {
+        let Rows1 {
+            inp,
+            idx,
+            out,
+            n,
+            count,
+            steps,
+            len,
+        } = self;
+        let mut good = true;
+        for i in 0..count as isize {
+            // SAFETY: lane `i`'s indices and output are `n` contiguous elements, distinct
+            // from each other (the contract).
+            let (row, ix, o) = unsafe {
+                (
+                    inp.offset(i * steps.0),
+                    std::slice::from_raw_parts(idx.offset(i * steps.1), n),
+                    std::slice::from_raw_parts_mut(out.offset(i * steps.2).cast::<MaybeUninit<A>>(), n),
+                )
+            };
+            for (o, &v) in o.iter_mut().zip(ix) {
+                let (j, ok) = R::resolve_or_zero(v, len);
+                good &= ok;
+                // SAFETY: `j < len` (0 for a bad index, and `len > 0`): an element of
+                // lane `i`'s row; `o` is initialized unless `INIT`.
+                unsafe { store::<A, INIT>(o.as_mut_ptr(), &*row.add(j)) };
+            }
+        }
+        good
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

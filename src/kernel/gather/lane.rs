@@ -3,7 +3,7 @@
 use std::mem::{MaybeUninit, needs_drop};
 
 use super::Task;
-use super::elements::{Axis1, Isa};
+use super::elements::{Axis1, Isa, Rows1};
 use crate::index::{GatherIndex, Resolve};
 use crate::kernel::BadIndex;
 use crate::kernel::store::{InitGuard, store};
@@ -31,6 +31,50 @@ impl<'t, 'a, A, I, R, const INIT: bool> Gather<'t, 'a, A, I, R, INIT> {
     }
 }
 
+impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
+    /// `count` element lanes along `row` from `at`, each reading one contiguous input row
+    /// (the planner's [`Strategy::rows`](crate::plan::Strategy) for short element rows:
+    /// one axis of stride 1, lanes contiguous in indices and output, not advancing in the
+    /// input, no drop glue to count).
+    ///
+    /// # Safety
+    /// The lanes exist (as for [`Visit::lanes`]), and the planner's conditions hold.
+    #[inline(always)]
+    pub(super) unsafe fn element_rows<R: Resolve, const INIT: bool>(
+        &self,
+        row: Loop,
+        count: usize,
+        at: At,
+        written: &mut usize,
+    ) -> Result<(), BadIndex> {
+        let (l, [a]) = (self.walk.lane, self.walk.axes) else {
+            return Err(BadIndex);
+        };
+        // SAFETY: `Task::new`'s contract bounds every offset the loops and the axis term
+        // form; with `l.inp == 0`, `a.stride == 1`, `l.idx == l.out == 1` (the planner's),
+        // lane `i`'s row is `a.len` elements from `at.inp + i * row.inp`, its indices and
+        // output `l.len` elements from their offsets; distinct positions are distinct
+        // output elements.
+        unsafe {
+            let run = Rows1 {
+                inp: self.inp.offset(at.inp),
+                idx: self.idx.offset(at.idx + a.comp),
+                out: self.out.offset(at.out),
+                n: l.len,
+                count,
+                steps: (row.inp, row.idx, row.out),
+                len: a.len,
+            };
+            *written += count * l.len;
+            if run.fill_with::<R, INIT>(self.isa) {
+                Ok(())
+            } else {
+                Err(BadIndex)
+            }
+        }
+    }
+}
+
 impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
     for Gather<'_, '_, A, I, R, INIT>
 {
@@ -45,7 +89,10 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Resolve, const INIT: bool> Visit
                 Stage::Output => self.task.stage_row::<R>(row, count, at, buf, written),
                 Stage::Input => self.task.stage_inputs::<R, INIT>(row, count, at, buf, written),
                 Stage::Slab => self.task.stage_slab::<R, INIT>(row, count, at, buf, written),
-                Stage::No => self.task.block_row::<R, INIT>(row, count, at, written),
+                Stage::No if self.task.walk.blocks() => {
+                    self.task.block_row::<R, INIT>(row, count, at, written)
+                }
+                Stage::No => self.task.element_rows::<R, INIT>(row, count, at, written),
             }
         }
     }
