@@ -39,6 +39,10 @@ pub trait GatherIndex: Copy + Send + Sync + Debug + 'static + private::Sealed {
     #[doc(hidden)]
     const ZERO: Self;
 
+    /// Whether the type has negative values (which count from the end).
+    #[doc(hidden)]
+    const SIGNED: bool;
+
     /// The value widened to `i128`, which holds every value of every index type exactly.
     #[doc(hidden)]
     fn to_i128(self) -> i128;
@@ -47,6 +51,11 @@ pub trait GatherIndex: Copy + Send + Sync + Debug + 'static + private::Sealed {
     /// negative values count from the end once; `None` if still outside `0..len`.
     #[doc(hidden)]
     fn resolve_raise(self, len: usize) -> Option<usize>;
+
+    /// The value as `u64`, a negative one wrapped to a huge value (so that `< len` holds
+    /// exactly for the values `0..len`): a compare that vectorizes.
+    #[doc(hidden)]
+    fn wrapped(self) -> u64;
 }
 
 macro_rules! signed_index {
@@ -54,6 +63,7 @@ macro_rules! signed_index {
         impl private::Sealed for $t {}
         impl GatherIndex for $t {
             const ZERO: Self = 0;
+            const SIGNED: bool = true;
             #[inline(always)]
             fn to_i128(self) -> i128 {
                 self as i128
@@ -67,6 +77,10 @@ macro_rules! signed_index {
                 // A still-negative `v` becomes a huge unsigned value and fails the compare.
                 if (v as u64) < len as u64 { Some(v as usize) } else { None }
             }
+            #[inline(always)]
+            fn wrapped(self) -> u64 {
+                self as i64 as u64
+            }
         }
     )*};
 }
@@ -76,6 +90,7 @@ macro_rules! unsigned_index {
         impl private::Sealed for $t {}
         impl GatherIndex for $t {
             const ZERO: Self = 0;
+            const SIGNED: bool = false;
             #[inline(always)]
             fn to_i128(self) -> i128 {
                 self as i128
@@ -83,6 +98,10 @@ macro_rules! unsigned_index {
             #[inline(always)]
             fn resolve_raise(self, len: usize) -> Option<usize> {
                 if (self as u64) < len as u64 { Some(self as usize) } else { None }
+            }
+            #[inline(always)]
+            fn wrapped(self) -> u64 {
+                self as u64
             }
         }
     )*};

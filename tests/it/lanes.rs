@@ -325,8 +325,10 @@ fn short_element_rows_match_the_reference() {
     } else {
         &[1, 3, 4, 6, 16, 64, 256, 257]
     };
-    for &k in lens {
-        let v = values(2 * b * k, n, true, false, k);
+    // (`i64` indices with negatives among them, and without: those lanes are read as
+    // they are.)
+    for (&k, negatives) in lens.iter().flat_map(|k| [(k, true), (k, false)]) {
+        let v = values(2 * b * k, n, negatives, false, k);
         let idx = ndarray::Array3::from_shape_vec((2, b, k), v).unwrap();
         let want = reference::elements(&x.view().into_dyn(), &idx.view().into_dyn(), 2).unwrap();
         assert_eq!(x.gather_elements(&idx, -1).unwrap().into_dyn(), want, "k {k}");
