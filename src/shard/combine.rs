@@ -260,8 +260,8 @@ impl Routed {
                 (m.into_raw_vec_and_offset().0, Some(rel))
             } else {
                 // Into the partials of the table's last call.
+                // (Its old values are overwritten: `apply_into` writes every partial row.)
                 let mut buf = std::mem::take(&mut table.spare.borrow_mut().partials);
-                buf.clear();
                 buf.resize(self.indptr.len().saturating_sub(1) * w, A::zero());
                 let mut dim = D::zeros(local.ndim());
                 dim.slice_mut()[0] = self.indptr.len() - 1;

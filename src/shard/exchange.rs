@@ -85,8 +85,8 @@ where
     comm.all_reduce_into(&largest, &mut most, SystemOperation::max());
     let chunk = chunk.clamp(1, i32::MAX as usize / 2) as u64;
     let rounds = most.div_ceil(chunk).max(1) as usize;
+    // (The kept buffer's old values are overwritten by the exchange: not zeroed first.)
     let mut values = into;
-    values.clear();
     values.resize(total_recv, T::default());
     let as_counts = |c: &[usize]| -> Vec<mpi::Count> { c.iter().map(|&n| n as mpi::Count).collect() };
     let displs = |c: &[mpi::Count]| -> Vec<mpi::Count> {
