@@ -421,7 +421,9 @@ where
                 });
             };
             let routed = Routed::new(self, &segs, route, false, &mut traffic);
-            let out = routed.pool(self, op, pool, arg, shape, None, &mut traffic);
+            let out = routed
+                .pool(self, op, pool, arg, shape, None, None, &mut traffic)
+                .and_then(|(out, arg)| Ok((out.ok_or_else(|| internal(op, "a fresh output"))?, arg)));
             routed.give_back(&mut self.spare.borrow_mut());
             out
         });

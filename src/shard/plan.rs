@@ -284,9 +284,17 @@ impl ShardedPlan {
         })();
         let mut traffic = Traffic::default();
         let done = agree(table.comm, op, local).and_then(|()| match (&self.routed, into) {
-            (Some(routed), _) => routed
-                .pool(table, op, pool, arg, shape, Some(&self.owner), &mut traffic)
-                .map(|(out, arg)| (Some(out), arg)),
+            // (Into the caller's output where it is in standard layout.)
+            (Some(routed), into) => routed.pool(
+                table,
+                op,
+                pool,
+                arg,
+                shape,
+                Some(&self.owner),
+                into.and_then(|o| o.as_slice_mut()),
+                &mut traffic,
+            ),
             // One rank: the single-process plan on its rows (the whole table).
             (None, _) if arg => {
                 let (m, a) = self.owner.apply_arg(&table.local, pool)?;
