@@ -6,7 +6,7 @@
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayRef, ArrayView, Dimension};
 
-use super::combine::Routed;
+use super::combine::{Routed, tallies};
 use super::exchange::{agree, all_to_all};
 use super::{ShardedPlan, ShardedTable, Traffic};
 use crate::call::reduce::check_pool;
@@ -117,19 +117,7 @@ impl Routed {
         let pooler = Pooler::of(pool, positions);
         // Each segment's divisor from the caller's kept positions, in position order (the
         // forward's), then each routed position's coefficient.
-        let mut kept = vec![false; positions];
-        for &p in &route.positions {
-            kept[p] = true;
-        }
-        let mut tallies: Vec<Tally<A>> = (0..self.count).map(|_| Tally::new()).collect();
-        for p in (0..positions).filter(|&p| kept[p]) {
-            let t = &mut tallies[self.segment[p]];
-            t.count += 1;
-            if let Some(w) = &pooler.weights {
-                t.weight += w[p];
-                t.weight_sq += w[p] * w[p];
-            }
-        }
+        let mut tallies = tallies(self.count, route, &self.segment, &pooler);
         let scale = Scale::of_tallies(&pooler, self.count, |s, t| {
             *t = std::mem::replace(&mut tallies[s], Tally::new())
         });

@@ -98,7 +98,10 @@ impl Routed {
                     global.push(s);
                 }
             }
-            global[start..].sort_unstable();
+            // (In order of first appearance already where the segments are ranges.)
+            if !global[start..].is_sorted() {
+                global[start..].sort_unstable();
+            }
             for (k, &s) in global[start..].iter().enumerate() {
                 first[s] = k as u32;
             }
@@ -352,19 +355,7 @@ impl Routed {
         }
         // Each segment ends as the single-process call ends it: its count and weight sums
         // over the caller's kept positions, in position order.
-        let mut tallies: Vec<Tally<A>> = (0..count).map(|_| Tally::new()).collect();
-        let mut kept = vec![false; positions];
-        for &p in &route.positions {
-            kept[p] = true;
-        }
-        for p in (0..positions).filter(|&p| kept[p]) {
-            let t = &mut tallies[segment[p]];
-            t.count += 1;
-            if let Some(w) = &pooler.weights {
-                t.weight += w[p];
-                t.weight_sq += w[p] * w[p];
-            }
-        }
+        let tallies = tallies(count, route, segment, &pooler);
         for (s, tally) in tallies.iter().enumerate() {
             let (row, pos) = (&mut out[s * w..(s + 1) * w], at.get_mut(s * w..(s + 1) * w));
             match pooler.end(tally) {
@@ -398,6 +389,35 @@ impl Routed {
         };
         Ok((out, arg))
     }
+}
+
+/// Each of `count` segments' tally over the caller's kept positions (`route`'s, of
+/// segments `segment`): counts, and the weights' sums in position order.
+pub(super) fn tallies<A: PoolElement + Copy>(
+    count: usize,
+    route: &Route,
+    segment: &[usize],
+    pooler: &Pooler<'_, A>,
+) -> Vec<Tally<A>> {
+    let mut tallies: Vec<Tally<A>> = (0..count).map(|_| Tally::new()).collect();
+    let Some(w) = &pooler.weights else {
+        // Counts alone: in any order.
+        for &p in &route.positions {
+            tallies[segment[p]].count += 1;
+        }
+        return tallies;
+    };
+    let mut kept = vec![false; route.total];
+    for &p in &route.positions {
+        kept[p] = true;
+    }
+    for p in (0..route.total).filter(|&p| kept[p]) {
+        let t = &mut tallies[segment[p]];
+        t.count += 1;
+        t.weight += w[p];
+        t.weight_sq += w[p] * w[p];
+    }
+    tallies
 }
 
 /// Combines an owner's partial row `src` into the output row `dst`: the first (`fresh`)
