@@ -108,8 +108,8 @@ pub(crate) const ISA_MIN_LANE: usize = 16;
 pub(crate) const ELEMENT_ROWS_MAX_LANE: usize = 256;
 
 /// Lanes of short element rows from this many signed indices check them with one max
-/// first, and read them without the arithmetic of negatives when all are in range (W9's
-/// method: 48 -> 35 us at 16 per row; at 4 the max cost more than it saved).
+/// first, and read them without the arithmetic of negatives when all are in range; on
+/// shorter lanes the max costs more than it saves (PERFORMANCE.md, "Short rows (W9)").
 pub(crate) const SIGNED_CHECK_MIN_LANE: usize = 8;
 
 // ---- Staging (elements) -----------------------------------------------------------------

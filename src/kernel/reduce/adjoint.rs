@@ -208,17 +208,37 @@ pub(crate) enum Target {
     Touched,
 }
 
-/// Runs `row(k)` for every touched row of `t` in `jobs` chunks (claimed by the calling
-/// thread and the rayon pool).
-fn each_row(
+/// Calls `f(o, s, pos, first)` for every entry of every touched row of `t`, in `jobs`
+/// chunks of rows (claimed by the calling thread and the rayon pool): `o` the row's
+/// output row (where `to` says), `s` and `pos` the entry's segment (below `g.rows`) and
+/// position, `first` whether it is the row's first entry; the gradient rows of the
+/// entries ahead asked for. `Err` for a row or segment out of range (which the plan's
+/// construction rules out).
+fn each_entry<A: PoolElement>(
+    g: &Geometry<A>,
     t: &ByRow,
+    to: Target,
     jobs: usize,
-    row: impl Fn(Range<usize>) -> Result<(), BadIndex> + Sync,
+    f: impl Fn(*mut A, usize, usize, bool) + Sync,
 ) -> Result<(), BadIndex> {
     let n = t.touched();
     let per = n.div_ceil(jobs.max(1)).max(1);
     let chunks = n.div_ceil(per);
-    let job = |c: usize| row(c * per..((c + 1) * per).min(n));
+    let job = |c: usize| {
+        for k in c * per..((c + 1) * per).min(n) {
+            let o = g.target(t, k, to)?;
+            let entries = t.of_row(k);
+            for e in entries.clone() {
+                t.prefetch(g, e);
+                let (s, pos) = t.entry(e);
+                if s >= g.rows {
+                    return Err(BadIndex);
+                }
+                f(o, s, pos, e == entries.start);
+            }
+        }
+        Ok(())
+    };
     if chunks <= 1 {
         (0..chunks).try_for_each(job)
     } else {
@@ -250,47 +270,34 @@ pub(crate) fn backward<A: PoolElement>(
     to: Target,
     jobs: usize,
 ) -> Result<(), BadIndex> {
-    each_row(t, jobs, |ks| {
-        for k in ks {
-            let o = g.target(t, k, to)?;
-            let entries = t.of_row(k);
-            // Fresh rows start from their first contribution, as torch's coalesced sparse
-            // gradients do (a lone -0.0 stays -0.0); written before they are read, since a
-            // read first would fault each fresh page twice.
-            let fresh = (to == Target::Touched).then_some(entries.start);
-            for e in entries {
-                t.prefetch(g, e);
-                let (s, pos) = t.entry(e);
-                if s >= g.rows {
-                    return Err(BadIndex);
-                }
-                let x = g.x_row(s);
-                // SAFETY: `s < rows` and the target row is below `segments` (the
-                // contract); this job alone writes touched row `k`, and distinct touched
-                // rows are distinct output rows; rows that are runs are `len` contiguous
-                // elements of the gradient and of the output, distinct arrays.
-                unsafe {
-                    let (c, first) = (scale.get(s, pos), fresh == Some(e));
-                    if g.runs() {
-                        let len = g.lane.len;
-                        scaled(
-                            std::slice::from_raw_parts_mut(o, len),
-                            std::slice::from_raw_parts(x, len),
-                            c,
-                            first,
-                        );
-                    } else {
-                        match (c, first) {
-                            (None, false) => g.each_lane(x, o, |o, x| *o += x.clone()),
-                            (Some(c), false) => g.each_lane(x, o, |o, x| *o += c.clone() * x.clone()),
-                            (None, true) => g.each_lane(x, o, |o, x| *o = x.clone()),
-                            (Some(c), true) => g.each_lane(x, o, |o, x| *o = c.clone() * x.clone()),
-                        }
-                    }
+    // Fresh rows start from their first contribution, as torch's coalesced sparse
+    // gradients do (a lone -0.0 stays -0.0); written before they are read, since a read
+    // first would fault each fresh page twice.
+    let fresh = to == Target::Touched;
+    each_entry(g, t, to, jobs, |o, s, pos, first| {
+        let (x, c, first) = (g.x_row(s), scale.get(s, pos), fresh && first);
+        // SAFETY: `s < rows` and `o` a target row below `segments` (the contract); only
+        // the job visiting this entry writes its row (distinct touched rows are distinct
+        // output rows); rows that are runs are `len` contiguous elements of the gradient
+        // and of the output, distinct arrays.
+        unsafe {
+            if g.runs() {
+                let len = g.lane.len;
+                scaled(
+                    std::slice::from_raw_parts_mut(o, len),
+                    std::slice::from_raw_parts(x, len),
+                    c,
+                    first,
+                );
+            } else {
+                match (c, first) {
+                    (None, false) => g.each_lane(x, o, |o, x| *o += x.clone()),
+                    (Some(c), false) => g.each_lane(x, o, |o, x| *o += c.clone() * x.clone()),
+                    (None, true) => g.each_lane(x, o, |o, x| *o = x.clone()),
+                    (Some(c), true) => g.each_lane(x, o, |o, x| *o = c.clone() * x.clone()),
                 }
             }
         }
-        Ok(())
     })
 }
 
@@ -331,27 +338,15 @@ pub(crate) fn backward_arg<A: PoolElement>(
     to: Target,
     jobs: usize,
 ) -> Result<(), BadIndex> {
-    each_row(t, jobs, |ks| {
-        for k in ks {
-            let o = g.target(t, k, to)?;
-            for e in t.of_row(k) {
-                t.prefetch(g, e);
-                let (s, pos) = t.entry(e);
-                if s >= g.rows {
-                    return Err(BadIndex);
+    each_entry(g, t, to, jobs, |o, s, pos, _| {
+        // SAFETY: as `backward`'s; `arg` has the gradient's strides, so its row `s` is at
+        // the gradient row's offset.
+        unsafe {
+            g.each_lane_by(g.x_row(s), arg.at(s as isize * g.x_step), o, |o, x, a| {
+                if a == pos {
+                    *o += x.clone();
                 }
-                let at = s as isize * g.x_step;
-                // SAFETY: as `backward`'s; `arg` has the gradient's strides, so its row
-                // `s` is at the gradient row's offset.
-                unsafe {
-                    g.each_lane_by(g.x_row(s), arg.at(at), o, |o, x, a| {
-                        if a == pos {
-                            *o += x.clone();
-                        }
-                    })
-                }
-            }
+            })
         }
-        Ok(())
     })
 }
