@@ -7,7 +7,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayRef, ArrayView, Dimension};
 
 use super::combine::{Routed, tallies};
-use super::exchange::{agree, all_to_all};
+use super::exchange::{CallShape, agree_pooled, all_to_all};
 use super::{ShardedPlan, ShardedTable, Traffic};
 use crate::call::reduce::check_pool;
 use crate::error::{GatherError, internal};
@@ -85,7 +85,9 @@ impl ShardedPlan {
             check_pool(op, &pool, self.positions, false)
         })();
         let mut traffic = Traffic::default();
-        let done = agree(grad.comm, op, local).and_then(|()| match &self.routed {
+        let done = agree_pooled(grad.comm, op, CallShape::of(&pool, false), local).and_then(|()| match &self
+            .routed
+        {
             Some(routed) => routed.backward(grad, op, grad_out, pool, &self.owner, &mut traffic),
             // One rank: the single-process plan on its rows (the whole table).
             None => self.owner.backward_into(grad_out, pool, &mut grad.local),

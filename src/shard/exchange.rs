@@ -4,10 +4,11 @@
 
 use mpi::collective::SystemOperation;
 use mpi::datatype::{Partition, PartitionMut};
-use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
+use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence, Root};
 
 use super::Traffic;
 use crate::error::GatherError;
+use crate::pool::{Pool, Pooling};
 
 /// `local` on every rank if every rank's is `Ok`; else `Err` on every rank: a rank's own
 /// error where it has one, [`GatherError::Peer`] naming the lowest bad rank elsewhere. One
@@ -28,6 +29,89 @@ pub(super) fn agree<C: Communicator, T>(
         }),
         Ok(v) => Ok(v),
     }
+}
+
+/// What a pooled call's exchanges depend on: its pooling, whether it has weights (they
+/// travel) and whether it returns an argmax (positions travel). Every rank must make the
+/// same call; each passes its own weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct CallShape {
+    pub pooling: Pooling,
+    pub weighted: bool,
+    pub arg: bool,
+}
+
+impl CallShape {
+    pub fn of<A>(pool: &Pool<'_, A>, arg: bool) -> Self {
+        CallShape {
+            pooling: pool.pooling,
+            weighted: pool.weights.is_some(),
+            arg,
+        }
+    }
+
+    const POOLINGS: [Pooling; 6] = [
+        Pooling::Sum,
+        Pooling::Mean,
+        Pooling::Max,
+        Pooling::Min,
+        Pooling::Prod,
+        Pooling::SqrtN,
+    ];
+
+    fn code(self) -> i32 {
+        let p = Self::POOLINGS
+            .iter()
+            .position(|&p| p == self.pooling)
+            .unwrap_or(0) as i32;
+        p | i32::from(self.weighted) << 3 | i32::from(self.arg) << 4
+    }
+
+    fn of_code(code: i32) -> Self {
+        CallShape {
+            pooling: Self::POOLINGS[(code & 7) as usize % Self::POOLINGS.len()],
+            weighted: code & 8 != 0,
+            arg: code & 16 != 0,
+        }
+    }
+}
+
+impl std::fmt::Display for CallShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.pooling)?;
+        if self.weighted {
+            write!(f, ", weighted")?;
+        }
+        if self.arg {
+            write!(f, ", with its argmax")?;
+        }
+        Ok(())
+    }
+}
+
+/// [`agree`] for a pooled call: a rank whose [`CallShape`] differs from rank 0's errs as
+/// well (the exchanges that follow depend on it: a rank making others would wait
+/// forever). One broadcast more.
+pub(super) fn agree_pooled<C: Communicator, T>(
+    comm: &C,
+    op: &'static str,
+    shape: CallShape,
+    local: Result<T, GatherError>,
+) -> Result<T, GatherError> {
+    let mut first = shape.code();
+    comm.process_at_rank(0).broadcast_into(&mut first);
+    let local = match local {
+        Ok(_) if first != shape.code() => Err(GatherError::Pooling {
+            op,
+            pooling: shape.pooling,
+            detail: format!(
+                "(as {shape}) differs from rank 0's call ({}): every rank pools the same way, each with its own weights",
+                CallShape::of_code(first)
+            ),
+        }),
+        local => local,
+    };
+    agree(comm, op, local)
 }
 
 /// What an exchange delivered: the values from each rank, back to back in rank order,

@@ -12,7 +12,10 @@
 //! (decision 39 of the API). Errors are collective and all-or-nothing: one small
 //! all-reduce decides, before anything moves, whether every rank's input was good; if one
 //! was not, every rank returns `Err` (the bad rank its own error, the others
-//! [`GatherError::Peer`]) and nothing was written anywhere.
+//! [`GatherError::Peer`]) and nothing was written anywhere. Every rank pools the same
+//! way (the same pooling, weighted or not, with or without the argmax: what travels
+//! depends on it), each with its own weights; a rank whose call differs from rank 0's
+//! gets a [`GatherError::Pooling`] that says so.
 //!
 //! ```no_run
 //! use mpi::traits::*;
@@ -51,7 +54,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence, Root};
 use ndarray::{Array, ArrayD, ArrayRef, Dimension, IxDyn};
 
 use self::combine::Routed;
-use self::exchange::{agree, all_to_all};
+use self::exchange::{CallShape, agree, agree_pooled, all_to_all};
 pub use self::plan::ShardedPlan;
 use self::route::{Route, lend};
 pub use self::rows::Rows;
@@ -270,7 +273,7 @@ where
     ) -> Result<Array<A, E::Out>, GatherError> {
         let op = "ShardedTable::gather";
         let mut traffic = Traffic::default();
-        let out = lend(self.comm, op, indices, |ix| {
+        let out = lend(self.comm, op, None, indices, |ix| {
             let shape: Vec<usize> = ix.shape().iter().chain(&self.shape[1..]).copied().collect();
             let local = self.route(op, ix, None).and_then(|route| {
                 checked_len(&shape, size_of::<A>())
@@ -388,7 +391,8 @@ where
         arg: bool,
     ) -> Result<(ArrayD<A>, Option<ArrayD<usize>>), GatherError> {
         let mut traffic = Traffic::default();
-        let out = lend(self.comm, op, indices, |ix| {
+        let shape_of_call = CallShape::of(&pool, arg);
+        let out = lend(self.comm, op, Some(shape_of_call), indices, |ix| {
             let positions = ix.len();
             // Segments, then the pool, then the indices: the order of the arguments.
             // One rank holds the whole table: the single-process call is the result
@@ -411,7 +415,7 @@ where
                 })?;
                 Ok((segs, route, shape))
             });
-            let (segs, route, shape) = agree(self.comm, op, local)?;
+            let (segs, route, shape) = agree_pooled(self.comm, op, shape_of_call, local)?;
             let Some(route) = route else {
                 return Ok(if arg {
                     let (m, a) = self.local.gather_reduce_arg(ix, segments, 0, pool)?;

@@ -8,7 +8,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{Array, ArrayRef, Dimension};
 
 use super::combine::Routed;
-use super::exchange::agree;
+use super::exchange::{CallShape, agree, agree_pooled};
 use super::{ShardedTable, Traffic, lend};
 use crate::call::into_dim;
 use crate::call::reduce::check_pool;
@@ -109,7 +109,7 @@ where
         segments: Segments<'_, J>,
     ) -> Result<ShardedPlan, GatherError> {
         let mut traffic = Traffic::default();
-        let plan = lend(self.comm, op, indices, |ix| {
+        let plan = lend(self.comm, op, None, indices, |ix| {
             if self.rows.ranks() == 1 {
                 // One rank holds the whole table: the plan is the single-process plan.
                 let local = Checked::new(op, &segments, ix.len()).and_then(|segs| {
@@ -283,28 +283,30 @@ impl ShardedPlan {
             }
         })();
         let mut traffic = Traffic::default();
-        let done = agree(table.comm, op, local).and_then(|()| match (&self.routed, into) {
-            // (Into the caller's output where it is in standard layout.)
-            (Some(routed), into) => routed.pool(
-                table,
-                op,
-                pool,
-                arg,
-                shape,
-                Some(&self.owner),
-                into.and_then(|o| o.as_slice_mut()),
-                &mut traffic,
-            ),
-            // One rank: the single-process plan on its rows (the whole table).
-            (None, _) if arg => {
-                let (m, a) = self.owner.apply_arg(&table.local, pool)?;
-                Ok((Some(m.into_dyn()), Some(a.into_dyn())))
+        let done = agree_pooled(table.comm, op, CallShape::of(&pool, arg), local).and_then(|()| {
+            match (&self.routed, into) {
+                // (Into the caller's output where it is in standard layout.)
+                (Some(routed), into) => routed.pool(
+                    table,
+                    op,
+                    pool,
+                    arg,
+                    shape,
+                    Some(&self.owner),
+                    into.and_then(|o| o.as_slice_mut()),
+                    &mut traffic,
+                ),
+                // One rank: the single-process plan on its rows (the whole table).
+                (None, _) if arg => {
+                    let (m, a) = self.owner.apply_arg(&table.local, pool)?;
+                    Ok((Some(m.into_dyn()), Some(a.into_dyn())))
+                }
+                (None, Some(into)) => self
+                    .owner
+                    .apply_into(&table.local, pool, into)
+                    .map(|()| (None, None)),
+                (None, None) => Ok((Some(self.owner.apply(&table.local, pool)?.into_dyn()), None)),
             }
-            (None, Some(into)) => self
-                .owner
-                .apply_into(&table.local, pool, into)
-                .map(|()| (None, None)),
-            (None, None) => Ok((Some(self.owner.apply(&table.local, pool)?.into_dyn()), None)),
         });
         *self.traffic.lock().unwrap_or_else(|e| e.into_inner()) = traffic;
         done

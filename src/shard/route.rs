@@ -5,7 +5,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayRef, Dimension};
 
 use super::ShardedTable;
-use super::exchange::agree;
+use super::exchange::{CallShape, agree, agree_pooled};
 use crate::call::reduce::{resolve_rows, with_rows};
 use crate::error::GatherError;
 use crate::index::GatherIndex;
@@ -14,10 +14,12 @@ use crate::kernel::reduce::Row;
 use crate::pool::PoolElement;
 
 /// Runs `body` on `indices` as ndarray's reference type; if they cannot be lent (`body`
-/// never ran), this rank still takes its part in the agreement, with that error.
+/// never ran), this rank still takes its part in the agreement, with that error (the
+/// pooled agreement for a pooled call, `pooled` its shape, as `body`'s would be).
 pub(super) fn lend<C: Communicator, I: GatherIndex, E: Dimension, T>(
     comm: &C,
     op: &'static str,
+    pooled: Option<CallShape>,
     indices: impl IndexArray<I, E>,
     body: impl FnOnce(&ArrayRef<I, E>) -> Result<T, GatherError>,
 ) -> Result<T, GatherError> {
@@ -26,7 +28,11 @@ pub(super) fn lend<C: Communicator, I: GatherIndex, E: Dimension, T>(
         ran = true;
         body(ix)
     });
-    if ran { out } else { agree(comm, op, out) }
+    match (ran, pooled) {
+        (true, _) => out,
+        (false, Some(shape)) => agree_pooled(comm, op, shape, out),
+        (false, None) => agree(comm, op, out),
+    }
 }
 
 /// Each position's owner and local row, grouped by owner (in position order within an

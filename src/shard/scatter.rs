@@ -37,7 +37,7 @@ where
     ) -> Result<(), GatherError> {
         let op = "ShardedTable::scatter";
         let mut traffic = Traffic::default();
-        let done = lend(self.comm, op, indices, |ix| {
+        let done = lend(self.comm, op, None, indices, |ix| {
             let expected: Vec<usize> = ix.shape().iter().chain(&self.shape[1..]).copied().collect();
             let local = self.route(op, ix, None).and_then(|route| {
                 if updates.shape() == &expected[..] {

@@ -523,6 +523,46 @@ pub fn run() {
                 "weights",
             ),
         }
+        // A call pooled otherwise than rank 0's (weights on some ranks only: different
+        // exchanges): the ranks that differ err with their own `Pooling` error, the others
+        // name the lowest of them; no rank waits. For the call, the plan and its backward.
+        let differs: Vec<bool> = (0..ranks).map(|r| r > 0 && bad[r]).collect();
+        let first = differs.iter().position(|&x| x);
+        let odd = |r: Result<(), GatherError>, what: &str| match (first, r) {
+            (None, r) => r.unwrap(),
+            (Some(_), Ok(())) => panic!("seed {seed} {what}: a call pooled otherwise succeeded"),
+            (Some(_), Err(e)) if differs[me] => {
+                assert!(
+                    e.to_string().contains("differs from rank 0's call"),
+                    "seed {seed} {what}: {e}"
+                )
+            }
+            (Some(l), Err(e)) => assert!(
+                matches!(e, GatherError::Peer { rank, .. } if rank == l),
+                "seed {seed} {what}: Peer {{ rank: {l} }} expected, got {e}"
+            ),
+        };
+        let pool = || {
+            let p = Pool::from(Pooling::Mean);
+            if differs[me] { p.weighted(&b.weights) } else { p }
+        };
+        odd(
+            table.gather_reduce(&b.ids, b.segments(), pool()).map(drop),
+            "gather_reduce",
+        );
+        odd(plan.apply(&table, pool()).map(drop), "apply");
+        let mut grad = ShardedTable::new(&world, start(&init), rows.clone()).unwrap();
+        odd(
+            plan.backward_into(&Array2::ones((plan.segments(), w)), pool(), &mut grad),
+            "backward_into",
+        );
+        if first.is_some() {
+            assert_eq!(
+                bits(grad.local()),
+                bits(&start(&init)),
+                "seed {seed}: a refused backward wrote"
+            );
+        }
         // A backward with a gradient of the wrong shape on the bad ranks: nothing written.
         let mut grad = ShardedTable::new(&world, start(&init), rows.clone()).unwrap();
         let g = Array2::<f32>::ones((plan.segments() + usize::from(bad[me]), w));
