@@ -171,6 +171,26 @@ pub(crate) struct Wrap;
 #[derive(Clone, Copy)]
 pub(crate) struct Clip;
 
+/// Positions a plan resolved and checked when it was made: read as they are, clamped into
+/// the axis all the same (so that even a wrong one reads an element of it), with no
+/// verdict to keep.
+#[derive(Clone, Copy)]
+pub(crate) struct Planned;
+
+impl Resolve for Planned {
+    const SPECIALIZED: bool = true;
+
+    #[inline(always)]
+    fn resolve<I: GatherIndex>(v: I, len: usize) -> Option<usize> {
+        Some(Self::resolve_or_zero(v, len).0)
+    }
+
+    #[inline(always)]
+    fn resolve_or_zero<I: GatherIndex>(v: I, len: usize) -> (usize, bool) {
+        ((v.wrapped().min(len.saturating_sub(1) as u64)) as usize, true)
+    }
+}
+
 impl Resolve for Raise {
     const SPECIALIZED: bool = true;
 

@@ -6,7 +6,7 @@ use ndarray::{ArrayD, ArrayRef, Dimension};
 use super::positions::{Position, Positions, broadcast_positions};
 use crate::call::{Call, Fit, Raw, fresh_loops};
 use crate::error::{GatherError, internal};
-use crate::index::{GatherIndex, IndexMode, Raise};
+use crate::index::{GatherIndex, IndexMode, Planned};
 use crate::kernel::walk::each_lane;
 use crate::kernel::{BadIndex, Operand, Store, Task};
 use crate::lower::{self, Lowering};
@@ -136,7 +136,7 @@ unsafe fn run_task<A: Clone + Send + Sync, P: GatherIndex>(
 ) -> Result<(), BadIndex> {
     let strategy = Strategy::of::<A, P>(loops, axes);
     // SAFETY: forwarded.
-    unsafe { Task::new(loops, axes, strategy, input, Operand::of(positions), out, store).run::<Raise>() }
+    unsafe { Task::new(loops, axes, strategy, input, Operand::of(positions), out, store).run::<Planned>() }
 }
 
 /// The loops (for a C-order output) and axis terms of `call` over a C-order stand-in.
