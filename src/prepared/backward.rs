@@ -127,7 +127,9 @@ impl GatherReducePlan {
     ) -> Result<(), GatherError> {
         const OP: &str = "GatherReducePlan::backward_into";
         self.check_grads(OP, grad_out, Some(grad_in))?;
-        self.run_backward(OP, grad_out, pool.into(), Grad::Dense(grad_in))
+        let pool = pool.into();
+        self.check_backward_pool(OP, &pool)?;
+        self.run_backward(OP, grad_out, pool, Grad::Dense(grad_in))
     }
 
     /// The gradient of [`backward_into`](Self::backward_into) on the touched rows only:
@@ -160,11 +162,13 @@ impl GatherReducePlan {
     ) -> Result<(Array1<usize>, Array<A, D>), GatherError> {
         const OP: &str = "GatherReducePlan::backward_rows";
         self.check_grads::<A, D>(OP, grad_out, None)?;
+        let pool = pool.into();
+        self.check_backward_pool(OP, &pool)?;
         let t = self.by_row(OP)?;
         let mut dim = grad_out.raw_dim();
         dim[self.axis] = t.touched();
         let mut grads = zeros(OP, dim)?;
-        self.run_backward(OP, grad_out, pool.into(), Grad::Touched(&mut grads))?;
+        self.run_backward(OP, grad_out, pool, Grad::Touched(&mut grads))?;
         Ok((t.rows().collect(), grads))
     }
 
@@ -238,13 +242,12 @@ impl GatherReducePlan {
             .map_err(|BadIndex| internal(OP, "a row out of range after the check"))
     }
 
-    /// The backward of `pool` from `grad_out` into `to`, shapes checked.
-    fn run_backward<A: PoolElement, D: Dimension>(
+    /// `pool` checked for a backward: a pooling that has one here, the plan's skip, the
+    /// weights' length.
+    fn check_backward_pool<A: PoolElement>(
         &self,
         op: &'static str,
-        grad_out: &ArrayRef<A, D>,
-        pool: Pool<'_, A>,
-        to: Grad<'_, A, D>,
+        pool: &Pool<'_, A>,
     ) -> Result<(), GatherError> {
         let refuse = |detail: &str| GatherError::Pooling {
             op,
@@ -264,8 +267,18 @@ impl GatherReducePlan {
             }
             _ => {}
         }
-        self.check_skip(op, &pool)?;
-        crate::call::reduce::check_pool(op, &pool, self.positions, false)?;
+        self.check_skip(op, pool)?;
+        crate::call::reduce::check_pool(op, pool, self.positions, false)
+    }
+
+    /// The backward of `pool` (checked) from `grad_out` into `to`, shapes checked.
+    fn run_backward<A: PoolElement, D: Dimension>(
+        &self,
+        op: &'static str,
+        grad_out: &ArrayRef<A, D>,
+        pool: Pool<'_, A>,
+        to: Grad<'_, A, D>,
+    ) -> Result<(), GatherError> {
         let t = self.by_row(op)?;
         let pooler = Pooler::of(pool, self.positions);
         let scale =
