@@ -1,7 +1,7 @@
 //! [`ShardedTable::scatter`]: `gather`'s adjoint, rows travelling to their owners.
 
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
-use ndarray::{ArrayD, ArrayRef, Dimension, IxDyn};
+use ndarray::{ArrayRef, ArrayView, Dimension, IxDyn};
 
 use super::exchange::{agree, all_to_all};
 use super::route::lend;
@@ -67,7 +67,12 @@ where
                     &copied
                 }
             };
-            let mut rows = Vec::with_capacity(route.positions.len() * w);
+            // Into the buffers the table keeps (fresh pages each call cost more than the
+            // copies), given back after the owner's scatter.
+            let mut spare = self.spare.borrow_mut();
+            let mut rows = std::mem::take(&mut spare.partials);
+            rows.clear();
+            rows.reserve(route.positions.len() * w);
             for &p in &route.positions {
                 rows.extend_from_slice(&flat[p * w..(p + 1) * w]);
             }
@@ -78,16 +83,28 @@ where
                 &route.counts,
                 self.chunk,
                 &mut traffic,
-                Vec::new(),
+                std::mem::take(&mut spare.asked),
             );
-            let rows = all_to_all(self.comm, &rows, &sizes, self.chunk, &mut traffic, Vec::new());
-            // The owner's side: every source's rows, in (source rank, position) order.
+            let got = all_to_all(
+                self.comm,
+                &rows,
+                &sizes,
+                self.chunk,
+                &mut traffic,
+                std::mem::take(&mut spare.got),
+            );
+            // The owner's side: every source's rows, in (source rank, position) order,
+            // scattered from where they arrived.
             let shape: Vec<usize> = std::iter::once(ids.values.len())
                 .chain(self.shape[1..].iter().copied())
                 .collect();
-            let rows = ArrayD::from_shape_vec(IxDyn(&shape), rows.values)
-                .map_err(|_| internal(op, "received rows of another size"))?;
-            self.local.scatter(&ids.values, &rows, 0, reducer)
+            let done = match ArrayView::from_shape(IxDyn(&shape), &got.values[..]) {
+                Ok(view) => self.local.scatter(&ids.values, &view, 0, reducer),
+                Err(_) => Err(internal(op, "received rows of another size")),
+            };
+            (spare.partials, spare.asked, spare.got) = (rows, ids.values, got.values);
+            (spare.positions, spare.ids) = (route.positions, route.ids);
+            done
         });
         self.traffic.set(traffic);
         done
