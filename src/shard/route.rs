@@ -84,10 +84,16 @@ where
     fn bucket<R: Row>(&self, rows: &[R], (mut positions, mut ids): (Vec<usize>, Vec<u64>)) -> Route {
         let ranks = self.rows.ranks();
         let owner = |r: R| (r != R::SKIP).then(|| self.rows.owner(r.get())).flatten();
+        // Each position's owner found once (`NONE`: skipped), then counted and placed.
+        const NONE: u32 = u32::MAX;
+        let owners: Vec<u32> = rows
+            .iter()
+            .map(|&r| owner(r).map_or(NONE, |o| o as u32))
+            .collect();
         let mut counts = vec![0usize; ranks];
-        for &r in rows {
-            if let Some(o) = owner(r) {
-                counts[o] += 1;
+        for &o in &owners {
+            if o != NONE {
+                counts[o as usize] += 1;
             }
         }
         let mut next: Vec<usize> = counts
@@ -103,10 +109,12 @@ where
         positions.resize(kept, 0);
         ids.clear();
         ids.resize(kept, 0);
-        for (p, &r) in rows.iter().enumerate() {
-            if let Some(o) = owner(r) {
+        let starts = &self.rows.bounds()[..ranks];
+        for (p, (&r, &o)) in rows.iter().zip(&owners).enumerate() {
+            if o != NONE {
+                let o = o as usize;
                 positions[next[o]] = p;
-                ids[next[o]] = (r.get() - self.rows.range(o).start) as u64;
+                ids[next[o]] = (r.get() - starts[o]) as u64;
                 next[o] += 1;
             }
         }
