@@ -80,44 +80,37 @@ impl<T: Clone> Held<T> {
     }
 
     pub fn view(&self) -> ArrayViewD<'_, T> {
-        let mut v = self.base.view();
         match self.layout {
-            Layout::C => v,
-            Layout::F => v.reversed_axes(),
-            Layout::Reversed => {
-                for d in 0..v.ndim() {
-                    v.invert_axis(Axis(d));
-                }
-                v
-            }
-            Layout::Stepped => {
-                for d in 0..v.ndim() {
-                    v.slice_axis_inplace(Axis(d), Slice::new(0, None, 2));
-                }
-                v
-            }
             Layout::Broadcast(_) => self.base.broadcast(IxDyn(&self.shape)).unwrap(),
+            layout => arrange(self.base.view(), layout),
         }
     }
 
     /// A writable view in the layout (a broadcast one is not writable: made `C`).
     pub fn view_mut(&mut self) -> ndarray::ArrayViewMutD<'_, T> {
-        let mut v = self.base.view_mut();
-        match self.layout {
-            Layout::C | Layout::Broadcast(_) => v,
-            Layout::F => v.reversed_axes(),
-            Layout::Reversed => {
-                for d in 0..v.ndim() {
-                    v.invert_axis(Axis(d));
-                }
-                v
+        arrange(self.base.view_mut(), self.layout)
+    }
+}
+
+/// `v` (the base array's view) shown in `layout` (`Broadcast` left as it is).
+fn arrange<S: ndarray::RawData>(
+    mut v: ndarray::ArrayBase<S, IxDyn>,
+    layout: Layout,
+) -> ndarray::ArrayBase<S, IxDyn> {
+    match layout {
+        Layout::C | Layout::Broadcast(_) => v,
+        Layout::F => v.reversed_axes(),
+        Layout::Reversed => {
+            for d in 0..v.ndim() {
+                v.invert_axis(Axis(d));
             }
-            Layout::Stepped => {
-                for d in 0..v.ndim() {
-                    v.slice_axis_inplace(Axis(d), Slice::new(0, None, 2));
-                }
-                v
+            v
+        }
+        Layout::Stepped => {
+            for d in 0..v.ndim() {
+                v.slice_axis_inplace(Axis(d), Slice::new(0, None, 2));
             }
+            v
         }
     }
 }
@@ -222,7 +215,11 @@ where
             (Err(p), Err(g)) => {
                 // The method's error, named after the constructor (`GatherPlan::gather: ...`).
                 let (ps, gs) = (p.to_string(), g.to_string());
-                assert_eq!(std::mem::discriminant(&p), std::mem::discriminant(g), "{ps} / {gs}");
+                assert_eq!(
+                    std::mem::discriminant(&p),
+                    std::mem::discriminant(g),
+                    "{ps} / {gs}"
+                );
                 assert!(ps.starts_with("GatherPlan::"), "{ps}");
                 assert_eq!(ps.split_once(": ").map(|x| x.1), gs.split_once(": ").map(|x| x.1));
             }

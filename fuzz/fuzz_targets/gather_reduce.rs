@@ -52,11 +52,17 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         Some(s) => s.iter().product(),
         None => {
             let r = shape.len() as isize;
-            let a = if input.axis < 0 { input.axis as isize + r } else { input.axis as isize };
+            let a = if input.axis < 0 {
+                input.axis as isize + r
+            } else {
+                input.axis as isize
+            };
             if (0..r).contains(&a) { shape[a as usize] } else { 0 }
         }
     };
-    let idx: Vec<i64> = (0..positions).map(|i| input.idx.get(i).copied().unwrap_or(0) as i64).collect();
+    let idx: Vec<i64> = (0..positions)
+        .map(|i| input.idx.get(i).copied().unwrap_or(0) as i64)
+        .collect();
     let seg_values: Vec<i64> = input.seg.iter().take(12).map(|&v| v as i64).collect();
     let seg = match input.kind % 5 {
         0 => Seg::Indptr(seg_values),
@@ -65,8 +71,19 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         3 => Seg::Uniform(input.count as usize % 6),
         _ => Seg::Ids(seg_values, input.count as usize % 6),
     };
-    let pooling = [Pooling::Sum, Pooling::Mean, Pooling::Max, Pooling::Min, Pooling::Prod, Pooling::SqrtN][input.pooling as usize % 6];
-    let values = if input.values.is_empty() { vec![1] } else { input.values.clone() };
+    let pooling = [
+        Pooling::Sum,
+        Pooling::Mean,
+        Pooling::Max,
+        Pooling::Min,
+        Pooling::Prod,
+        Pooling::SqrtN,
+    ][input.pooling as usize % 6];
+    let values = if input.values.is_empty() {
+        vec![1]
+    } else {
+        input.values.clone()
+    };
     // f64 elements from small integers (and a NaN for -128): no overflow anywhere.
     let value = |i: usize| match values[i % values.len()] {
         -128 => f64::NAN,
@@ -74,12 +91,29 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
     };
     let x = Held::new(&shape, input.layout, value);
     let x = x.view();
-    let weights: Option<Vec<f64>> = input.weights.as_ref().map(|w| w.iter().take(positions + 1).map(|&v| v as f64 / 2.0).collect());
+    let weights: Option<Vec<f64>> = input
+        .weights
+        .as_ref()
+        .map(|w| w.iter().take(positions + 1).map(|&v| v as f64 / 2.0).collect());
     let fill = input.fill.map(|f| f as f64);
     let skip = input.skip.map(|s| s as i64);
-    let spec = Spec { pooling, weights: weights.clone(), skip, fill, arg: input.arg && idx_shape.is_some() };
-    let idx_arr = idx_shape.as_ref().map(|s| ArrayD::from_shape_vec(IxDyn(s), idx.clone()).unwrap());
-    let expected = naive(&x, idx_arr.as_ref().map(|a| a.view()).as_ref(), &seg, input.axis as isize, &spec);
+    let spec = Spec {
+        pooling,
+        weights: weights.clone(),
+        skip,
+        fill,
+        arg: input.arg && idx_shape.is_some(),
+    };
+    let idx_arr = idx_shape
+        .as_ref()
+        .map(|s| ArrayD::from_shape_vec(IxDyn(s), idx.clone()).unwrap());
+    let expected = naive(
+        &x,
+        idx_arr.as_ref().map(|a| a.view()).as_ref(),
+        &seg,
+        input.axis as isize,
+        &spec,
+    );
     let pool = || {
         let mut p: Pool<'_, f64> = pooling.into();
         if let Some(w) = &weights {
@@ -125,14 +159,23 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
             check(x.gather_reduce(i, segments(), axis, pool()));
             if let Ok((e, _)) = &expected {
                 let mut out = ArrayD::from_elem(e.raw_dim(), 7.0);
-                check(x.gather_reduce_into(i, segments(), axis, pool(), &mut out).map(|()| out));
+                check(
+                    x.gather_reduce_into(i, segments(), axis, pool(), &mut out)
+                        .map(|()| out),
+                );
             }
             if input.plan {
                 let plan = match skip {
                     Some(s) => GatherReducePlan::new_skipping(x.shape(), i, s, segments(), axis),
                     None => GatherReducePlan::new(x.shape(), i, segments(), axis),
                 };
-                let plain = Spec { pooling: Pooling::Sum, weights: None, skip, fill: None, arg: false };
+                let plain = Spec {
+                    pooling: Pooling::Sum,
+                    weights: None,
+                    skip,
+                    fill: None,
+                    arg: false,
+                };
                 match (naive(&x, Some(&i.view()), &seg, axis, &plain), plan) {
                     (Err(w), Err(g)) => assert_eq!(w, Why::of(&g, &shape_of_idx), "{g}"),
                     (Ok(_), Ok(p)) => check(p.apply(&x, pool())),
