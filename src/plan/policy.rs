@@ -107,11 +107,6 @@ pub(crate) const ISA_MIN_LANE: usize = 16;
 /// with the next row and the indices prefetched.
 pub(crate) const ELEMENT_ROWS_MAX_LANE: usize = 256;
 
-/// Lanes of short element rows from this many signed indices check them with one max
-/// first, and read them without the arithmetic of negatives when all are in range; on
-/// shorter lanes the max costs more than it saves (PERFORMANCE.md, "Short rows (W9)").
-pub(crate) const SIGNED_CHECK_MIN_LANE: usize = 8;
-
 // ---- Staging (elements) -----------------------------------------------------------------
 
 /// The most elements a staged tile holds, and the longest lane staged whole: 16 KiB of

@@ -12,7 +12,7 @@ use crate::index::{GatherIndex, Resolve};
 pub(crate) use crate::kernel::isa::Isa;
 use crate::kernel::prefetch::{next_row_share, prefetch_block};
 use crate::kernel::store::store;
-use crate::plan::policy::{ELEMENT_CHUNK_BYTES, ROW_CHUNK, SIGNED_CHECK_MIN_LANE};
+use crate::plan::policy::{ELEMENT_CHUNK_BYTES, ROW_CHUNK};
 
 /// One gathered axis over a run of contiguous output elements.
 #[derive(Clone, Copy)]
@@ -262,25 +262,25 @@ impl<A: Clone, I: GatherIndex> Rows1<A, I> {
                     std::slice::from_raw_parts_mut(out.offset(i * steps.2).cast::<MaybeUninit<A>>(), n),
                 )
             };
-            // Signed indices all in `0..len` already (one vectorized max, the usual case)
-            // are read as they are, without the arithmetic of negatives: one load and one
-            // store per element. (For unsigned ones, the plan's, the max costs more than
-            // it saves.)
-            if R::SPECIALIZED
-                && I::SIGNED
-                && n >= SIGNED_CHECK_MIN_LANE
-                && ix
-                    .iter()
-                    .map(|v| v.wrapped())
-                    .max()
-                    .is_none_or(|m| m < len as u64)
-            {
+            if R::SPECIALIZED {
+                // Indices read once, as they are, clamped into the row: one load and one
+                // store per element. A lane with an index outside `0..len` (a negative, or
+                // a bad one) is done again below with the mode's arithmetic (no drop glue
+                // here, so storing twice leaks nothing).
+                let mut plain = true;
                 for (o, &v) in o.iter_mut().zip(ix) {
-                    // SAFETY: `v` is in `0..len` (the max above): an element of lane `i`'s
-                    // row; `o` is initialized unless `INIT`.
-                    unsafe { store::<A, INIT>(o.as_mut_ptr(), &*row.add(v.wrapped() as usize)) };
+                    let w = v.wrapped();
+                    if w >= len as u64 {
+                        plain = false;
+                        break;
+                    }
+                    // SAFETY: `w < len`: an element of lane `i`'s row; `o` is initialized
+                    // unless `INIT`.
+                    unsafe { store::<A, INIT>(o.as_mut_ptr(), &*row.add(w as usize)) };
                 }
-                continue;
+                if plain {
+                    continue;
+                }
             }
             for (o, &v) in o.iter_mut().zip(ix) {
                 let (j, ok) = R::resolve_or_zero(v, len);
