@@ -323,6 +323,19 @@ impl Routed {
         };
         let mut at = vec![0usize; if extremum { out.len() } else { 0 }];
         let mut seen = vec![false; count];
+        // Each segment ends as the single-process call ends it: its count and weight sums
+        // over the caller's kept positions, in position order; after its last owner's
+        // partial (`NONE`: it has none), while its row is still in cache.
+        let tallies = tallies(count, route, segment, &pooler);
+        let mut last = vec![NONE; count];
+        let mut g = 0;
+        for (o, &segments) in self.per_owner.iter().enumerate() {
+            global[g..g + segments].iter().for_each(|&s| last[s] = o as u32);
+            g += segments;
+        }
+        let end = |s: usize, row: &mut [A], pos: Option<&mut [usize]>| {
+            end_row(&pooler, &tallies[s], row, pos, positions)
+        };
         let mut g = 0;
         for (o, &segments) in self.per_owner.iter().enumerate() {
             let rows = got.from(o);
@@ -350,26 +363,15 @@ impl Routed {
                         }
                     }
                 }
+                if last[s] == o as u32 {
+                    end(s, &mut out[s * w..(s + 1) * w], at.get_mut(s * w..(s + 1) * w));
+                }
             }
             g += segments;
         }
-        // Each segment ends as the single-process call ends it: its count and weight sums
-        // over the caller's kept positions, in position order.
-        let tallies = tallies(count, route, segment, &pooler);
-        for (s, tally) in tallies.iter().enumerate() {
-            let (row, pos) = (&mut out[s * w..(s + 1) * w], at.get_mut(s * w..(s + 1) * w));
-            match pooler.end(tally) {
-                End::Fill => {
-                    row.fill(pooler.fill);
-                    if let Some(pos) = pos {
-                        pos.fill(positions);
-                    }
-                }
-                End::Keep => {}
-                End::Divide(d) if !pooler.integral => row.iter_mut().for_each(|v| *v /= d),
-                End::Divide(d) => row.iter_mut().for_each(|v| *v = divide(v, &d, true)),
-                End::Zero => row.fill(A::zero()),
-            }
+        table.spare.borrow_mut().got = got.values;
+        for s in (0..count).filter(|&s| last[s] == NONE) {
+            end(s, &mut out[s * w..(s + 1) * w], at.get_mut(s * w..(s + 1) * w));
         }
         let out = if fresh {
             Some(
@@ -418,6 +420,30 @@ pub(super) fn tallies<A: PoolElement + Copy>(
         t.weight_sq += w[p] * w[p];
     }
     tallies
+}
+
+/// Ends a segment's combined `row` (and its positions `pos`, for an argmax) as the
+/// single-process call ends it, from its `tally`: filled where it has no position,
+/// divided for a `Mean` / `SqrtN`.
+fn end_row<A: PoolElement + Copy>(
+    pooler: &Pooler<'_, A>,
+    tally: &Tally<A>,
+    row: &mut [A],
+    pos: Option<&mut [usize]>,
+    positions: usize,
+) {
+    match pooler.end(tally) {
+        End::Fill => {
+            row.fill(pooler.fill);
+            if let Some(pos) = pos {
+                pos.fill(positions);
+            }
+        }
+        End::Keep => {}
+        End::Divide(d) if !pooler.integral => row.iter_mut().for_each(|v| *v /= d),
+        End::Divide(d) => row.iter_mut().for_each(|v| *v = divide(v, &d, true)),
+        End::Zero => row.fill(A::zero()),
+    }
 }
 
 /// Combines an owner's partial row `src` into the output row `dst`: the first (`fresh`)
