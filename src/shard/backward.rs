@@ -6,14 +6,14 @@
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayRef, ArrayView, Dimension};
 
-use super::combine::{Routed, tallies};
-use super::exchange::{CallShape, agree_pooled, all_to_all};
+use super::combine::{OwnerPlans, Routed, owner_pool};
+use super::exchange::{CallShape, agree_pooled, all_to_all, all_to_others};
+use super::merge::tallies;
 use super::{ShardedPlan, ShardedTable, Traffic};
 use crate::call::reduce::check_pool;
 use crate::error::{GatherError, internal};
 use crate::kernel::reduce::{Pooler, Scale, Tally};
 use crate::pool::{Pool, PoolElement, Pooling};
-use crate::prepared::GatherReducePlan;
 
 impl ShardedPlan {
     /// Adds the gradient of the plan's gather-reduce with `pool` into `grad`, a sharded
@@ -88,7 +88,12 @@ impl ShardedPlan {
         let done = agree_pooled(grad.comm, op, CallShape::of(&pool, false), local).and_then(|()| match &self
             .routed
         {
-            Some(routed) => routed.backward(grad, op, grad_out, pool, &self.owner, &mut traffic),
+            Some(routed) => {
+                let plans = self
+                    .owner_plans()
+                    .ok_or_else(|| internal(op, "a routed plan without its owner's plans"))?;
+                routed.backward(grad, op, grad_out, pool, plans, &mut traffic)
+            }
             // One rank: the single-process plan on its rows (the whole table).
             None => self.owner.backward_into(grad_out, pool, &mut grad.local),
         });
@@ -99,14 +104,15 @@ impl ShardedPlan {
 
 impl Routed {
     /// The backward of `pool` from `grad_out` into `grad`'s rows, through the owners'
-    /// `owner` plans. Collective (after the agreement on errors).
+    /// `plans`: the rows the ranks before each owner asked of it, then its own, then the
+    /// rest's. Collective (after the agreement on errors).
     pub(super) fn backward<C, A, D>(
         &self,
         grad: &mut ShardedTable<'_, C, A, D>,
         op: &'static str,
         grad_out: &ArrayRef<A, D>,
         pool: Pool<'_, A>,
-        owner: &GatherReducePlan,
+        plans: OwnerPlans<'_>,
         traffic: &mut Traffic,
     ) -> Result<(), GatherError>
     where
@@ -136,17 +142,26 @@ impl Routed {
             // (No memory for the divisors: zeros travel, so that no rank waits alone.)
             (None, false) => Some(vec![A::zero(); route.positions.len()]),
         };
-        let coefs_in = coefs.map(|c| all_to_all(comm, &c, &route.counts, chunk, traffic, Vec::new()));
-        // One gradient row per (segment, owner), the owners in rank order.
-        let w = grad.row_len();
+        let coefs_in = coefs
+            .as_ref()
+            .map(|c| all_to_others(comm, c, &route.counts, chunk, traffic, Vec::new()));
+        // One gradient row per (segment, other owner), the owners in rank order.
+        let (me, w) = (self.me, grad.row_len());
         let g = grad_out.as_standard_layout();
         let flat = g.as_slice().unwrap_or(&[]);
         let mut rows = Vec::with_capacity(self.global.len() * w);
-        for &s in &self.global {
-            rows.extend_from_slice(flat.get(s * w..(s + 1) * w).unwrap_or(&[]));
+        let mut sizes = Vec::with_capacity(self.per_owner.len());
+        let mut at = 0;
+        for (o, &n) in self.per_owner.iter().enumerate() {
+            if o != me {
+                for &s in &self.global[at..at + n] {
+                    rows.extend_from_slice(flat.get(s * w..(s + 1) * w).unwrap_or(&[]));
+                }
+            }
+            sizes.push(if o == me { 0 } else { n * w });
+            at += n;
         }
-        rows.resize(self.global.len() * w, A::zero());
-        let sizes: Vec<usize> = self.per_owner.iter().map(|&n| n * w).collect();
+        rows.resize(sizes.iter().sum(), A::zero());
         let got = all_to_all(comm, &rows, &sizes, chunk, traffic, Vec::new());
         if scale.is_none() && !plain {
             return Err(GatherError::SizeOverflow {
@@ -154,15 +169,26 @@ impl Routed {
                 shape: vec![self.count],
             });
         }
-        // The owner's side: its plan's backward, the coefficients as weights.
-        let mut dim = grad.local.raw_dim();
-        dim.slice_mut()[0] = self.seg_counts.iter().sum();
-        let served = ArrayView::from_shape(dim, &got.values[..])
-            .map_err(|_| internal(op, "gradient rows of another size"))?;
-        let owner_pool: Pool<'_, A> = match &coefs_in {
-            Some(c) => Pooling::Sum.weighted(&c.values),
-            None => Pooling::Sum.into(),
+        // The owner's side: its plans' backwards, the coefficients as weights, in rank
+        // order of the sources (this rank's own positions read its own `grad_out`).
+        let (pb, nb) = (self.batch_start[me], self.seg_starts[me]);
+        let rows_of = |n: usize| {
+            let mut dim = grad.local.raw_dim();
+            dim.slice_mut()[0] = n;
+            dim
         };
-        owner.backward_into(&served, owner_pool, &mut grad.local)
+        let n = self.seg_counts.iter().sum::<usize>();
+        let (before, after) = got.values.split_at(nb * w);
+        let bad = |_| internal(op, "gradient rows of another size");
+        let before = ArrayView::from_shape(rows_of(nb), before).map_err(bad)?;
+        let after = ArrayView::from_shape(rows_of(n - nb), after).map_err(bad)?;
+        let weighted = |c| owner_pool(Pooling::Sum, c);
+        let (c0, c1) = coefs_in.as_ref().map(|c| c.values.split_at(pb)).unzip();
+        let own = coefs.as_ref().map(|c| &c[route.start(me)..][..route.counts[me]]);
+        plans.served[0].backward_into(&before, weighted(c0), &mut grad.local)?;
+        plans
+            .own
+            .backward_into(grad_out, weighted(own), &mut grad.local)?;
+        plans.served[1].backward_into(&after, weighted(c1), &mut grad.local)
     }
 }

@@ -5,11 +5,12 @@
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayD, ArrayViewMut, Dimension, IxDyn};
 
-use super::exchange::all_to_all;
+use super::exchange::{all_to_all, all_to_others};
+use super::merge::Partials;
 use super::{Route, ShardedTable, Spare, Traffic};
 use crate::error::{GatherError, internal};
 use crate::ext::GatherReduceExt;
-use crate::kernel::reduce::{End, Pooler, Tally, better, divide};
+use crate::kernel::reduce::Pooler;
 use crate::pool::{Pool, PoolElement, Pooling};
 use crate::prepared::GatherReducePlan;
 use crate::segments::{Checked, Segments};
@@ -22,6 +23,8 @@ const NONE: u32 = u32::MAX;
 pub(super) struct Routed {
     /// The caller's positions and local rows, grouped by owner.
     pub route: Route,
+    /// This rank, which serves its own positions without an exchange.
+    pub(super) me: usize,
     /// Each position's segment (0 where there is none: no segments).
     pub(super) segment: Vec<usize>,
     /// The number of segments.
@@ -40,8 +43,8 @@ pub(super) struct Routed {
     pub owner_segs: Vec<u64>,
     /// Each source's segments, and where they and its rows start.
     pub(super) seg_counts: Vec<usize>,
-    seg_starts: Vec<usize>,
-    batch_start: Vec<usize>,
+    pub(super) seg_starts: Vec<usize>,
+    pub(super) batch_start: Vec<usize>,
 }
 
 impl Routed {
@@ -145,7 +148,7 @@ impl Routed {
             }
             at += n;
         }
-        let ids = all_to_all(
+        let ids = all_to_others(
             comm,
             &route.ids,
             &route.counts,
@@ -153,7 +156,7 @@ impl Routed {
             traffic,
             std::mem::take(&mut spare.asked),
         );
-        let segs_in = all_to_all(
+        let segs_in = all_to_others(
             comm,
             &local,
             &route.counts,
@@ -190,6 +193,7 @@ impl Routed {
         spare.asked_segs = segs_in.values;
         Routed {
             route,
+            me: comm.rank() as usize,
             segment,
             count,
             global,
@@ -212,11 +216,12 @@ impl Routed {
     }
 
     /// Pools the routed positions of `table` with `pool` into an output of `shape` (and
-    /// its argmax, with `arg`): the weights travel to the owners, each owner pools its
-    /// share (through `owner_plan` where one was made), the partials travel back and are
-    /// combined in rank order, into `into` (the output's elements in row-major order: a
-    /// caller's standard-layout output, `None` returned) or a fresh array. Collective
-    /// (after the agreement on errors).
+    /// its argmax, with `arg`): the weights travel to the owners, each owner pools what
+    /// the others asked of it (through `plans` where a plan made them) and what this rank
+    /// asked of itself straight into the output, the partials travel back and are
+    /// combined in rank order ([`Partials::merge`]), into `into` (the output's elements in
+    /// row-major order: a caller's standard-layout output, `None` returned) or a fresh
+    /// array. Collective (after the agreement on errors).
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
     pub fn pool<C, A, D>(
         &self,
@@ -225,7 +230,7 @@ impl Routed {
         pool: Pool<'_, A>,
         arg: bool,
         shape: Vec<usize>,
-        owner_plan: Option<&GatherReducePlan>,
+        plans: Option<OwnerPlans<'_>>,
         into: Option<&mut [A]>,
         traffic: &mut Traffic,
     ) -> Result<(Option<ArrayD<A>>, Option<ArrayD<usize>>), GatherError>
@@ -234,55 +239,73 @@ impl Routed {
         A: PoolElement + Equivalence + Copy + Default,
         D: Dimension,
     {
-        let (comm, chunk, route) = (table.comm, table.chunk, &self.route);
-        let positions = route.total;
+        let (comm, chunk, route, me) = (table.comm, table.chunk, &self.route, self.me);
         let weights: Option<Vec<A>> = pool
             .weights
             .as_ref()
             .map(|w| route.positions.iter().map(|&p| w[p]).collect());
-        let weights_in = weights.map(|w| all_to_all(comm, &w, &route.counts, chunk, traffic, Vec::new()));
-        // The owner's side: every source's positions as one gather-reduce by ids.
-        let owner_pool: Pool<'_, A> = match (pool.pooling, &weights_in) {
-            (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, Some(w)) => Pooling::Sum.weighted(&w.values),
-            (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, None) => Pooling::Sum.into(),
-            (p, _) => p.into(),
-        };
+        let weights_in = weights
+            .as_ref()
+            .map(|w| all_to_others(comm, w, &route.counts, chunk, traffic, Vec::new()));
+        let owner_pool = |w| owner_pool(pool.pooling, w);
         let extremum = matches!(pool.pooling, Pooling::Max | Pooling::Min);
-        let segments = Segments::indptr(&self.indptr);
         let w = table.row_len();
         let local = &table.local;
+        let rows_of = |n: usize| {
+            let mut dim = D::zeros(local.ndim());
+            dim.slice_mut()[0] = n;
+            dim.slice_mut()[1..].copy_from_slice(&local.shape()[1..]);
+            dim
+        };
+        // The positions and segments the ranks before this one asked of it (a plan's
+        // first served plan; its second, the rest).
+        let (pb, nb) = (self.batch_start[me], self.seg_starts[me]);
+        let served_w = weights_in.as_ref().map(|r| &r.values[..]);
+        let split = served_w.map(|w| w.split_at(pb)).unzip();
         // (A failure here, which the agreement rules out, still takes part in the
         // exchanges below, with zeros, so that no rank waits alone; it is returned after.)
         let owned: Result<(Vec<A>, Option<Vec<u64>>), GatherError> = (|| {
+            let segments = Segments::indptr(&self.indptr);
             Ok(if extremum {
-                let (m, a) = match owner_plan {
-                    Some(plan) => plan.apply_arg(local, owner_pool)?,
-                    None => local.gather_reduce_arg(&self.ids, segments, 0, owner_pool)?,
+                let (m, a) = match plans {
+                    Some(p) => {
+                        let (w0, w1) = split;
+                        let (m0, a0) = p.served[0].apply_arg(local, owner_pool(w0))?;
+                        let (m1, a1) = p.served[1].apply_arg(local, owner_pool(w1))?;
+                        let a = a0.iter().copied().chain(a1.iter().map(|&q| q + pb)).collect();
+                        (m0.iter().chain(m1.iter()).copied().collect(), a)
+                    }
+                    None => {
+                        let (m, a) = local.gather_reduce_arg(&self.ids, segments, 0, owner_pool(served_w))?;
+                        (m.iter().copied().collect(), a.iter().copied().collect::<Vec<_>>())
+                    }
                 };
                 // Each partial's position relative to its source's batch, as the source
                 // counts.
-                let a = a
-                    .as_slice()
-                    .ok_or_else(|| internal(op, "a fresh argmax not in standard layout"))?;
                 let mut rel = Vec::with_capacity(a.len());
                 for (s, &n) in self.seg_counts.iter().enumerate() {
                     let rows = &a[self.seg_starts[s] * w..(self.seg_starts[s] + n) * w];
                     rel.extend(rows.iter().map(|&q| (q - self.batch_start[s]) as u64));
                 }
-                (m.into_raw_vec_and_offset().0, Some(rel))
+                (m, Some(rel))
             } else {
                 // Into the partials of the table's last call.
                 // (Its old values are overwritten: `apply_into` writes every partial row.)
                 let mut buf = std::mem::take(&mut table.spare.borrow_mut().partials);
-                buf.resize(self.indptr.len().saturating_sub(1) * w, A::zero());
-                let mut dim = D::zeros(local.ndim());
-                dim.slice_mut()[0] = self.indptr.len() - 1;
-                dim.slice_mut()[1..].copy_from_slice(&local.shape()[1..]);
-                let mut view = ArrayViewMut::from_shape(dim, &mut buf[..])
-                    .map_err(|_| internal(op, "partials of another size"))?;
-                match owner_plan {
-                    Some(plan) => plan.apply_into(local, owner_pool, &mut view)?,
-                    None => local.gather_reduce_into(&self.ids, segments, 0, owner_pool, &mut view)?,
+                let n = self.indptr.len().saturating_sub(1);
+                buf.resize(n * w, A::zero());
+                let view = |n, b| rows_view(op, rows_of(n), b);
+                match plans {
+                    Some(p) => {
+                        let (w0, w1) = split;
+                        let (b0, b1) = buf.split_at_mut(nb * w);
+                        p.served[0].apply_into(local, owner_pool(w0), &mut view(nb, b0)?)?;
+                        p.served[1].apply_into(local, owner_pool(w1), &mut view(n - nb, b1)?)?;
+                    }
+                    None => {
+                        let mut all = view(n, &mut buf[..])?;
+                        local.gather_reduce_into(&self.ids, segments, 0, owner_pool(served_w), &mut all)?;
+                    }
                 }
                 (buf, None)
             })
@@ -296,7 +319,8 @@ impl Routed {
                 Some(e),
             ),
         };
-        // Back to the sources: one partial row per (segment, owner), and its positions.
+        // Back to the sources: one partial row per (segment, other owner), and its
+        // positions.
         let sizes: Vec<usize> = self.seg_counts.iter().map(|&n| n * w).collect();
         let got_buf = std::mem::take(&mut table.spare.borrow_mut().got);
         let got = all_to_all(comm, &partials, &sizes, chunk, traffic, got_buf);
@@ -307,10 +331,9 @@ impl Routed {
         if let Some(e) = failed {
             return Err(e);
         }
-        // The caller's side: the partials in increasing rank order.
-        let (count, segment, global) = (self.count, &self.segment, &self.global);
-        let pooler = Pooler::of(pool, positions);
-        // (Every element of the output is written below: a partial or the fill.)
+        // The caller's side: its own partials straight into the output, then the others'
+        // in rank order around them.
+        let count = self.count;
         let len: usize = shape.iter().product();
         let fresh = !matches!(&into, Some(o) if o.len() == len);
         let mut fresh_out = Vec::new();
@@ -322,57 +345,48 @@ impl Routed {
             }
         };
         let mut at = vec![0usize; if extremum { out.len() } else { 0 }];
-        let mut seen = vec![false; count];
-        // Each segment ends as the single-process call ends it: its count and weight sums
-        // over the caller's kept positions, in position order; after its last owner's
-        // partial (`NONE`: it has none), while its row is still in cache.
-        let tallies = tallies(count, route, segment, &pooler);
-        let mut last = vec![NONE; count];
-        let mut g = 0;
-        for (o, &segments) in self.per_owner.iter().enumerate() {
-            global[g..g + segments].iter().for_each(|&s| last[s] = o as u32);
-            g += segments;
-        }
-        let end = |s: usize, row: &mut [A], pos: Option<&mut [usize]>| {
-            end_row(&pooler, &tallies[s], row, pos, positions)
-        };
-        let mut g = 0;
-        for (o, &segments) in self.per_owner.iter().enumerate() {
-            let rows = got.from(o);
-            let owner_pos = route.of(o);
-            for j in 0..segments {
-                let s = global[g + j];
-                let (dst, src) = (&mut out[s * w..(s + 1) * w], &rows[j * w..(j + 1) * w]);
-                let fresh = !seen[s];
-                seen[s] = true;
-                match pooler.pooling {
-                    Pooling::Sum | Pooling::Mean | Pooling::SqrtN => fold_row(dst, src, fresh, false),
-                    Pooling::Prod => fold_row(dst, src, fresh, true),
-                    Pooling::Max | Pooling::Min => {
-                        let max = pooler.pooling == Pooling::Max;
-                        let rel = &got_arg
-                            .as_ref()
-                            .ok_or_else(|| internal(op, "no positions"))?
-                            .from(o)[j * w..(j + 1) * w];
-                        let pos = &mut at[s * w..(s + 1) * w];
-                        for ((d, x), (p, &q)) in dst.iter_mut().zip(src).zip(pos.iter_mut().zip(rel)) {
-                            let q = owner_pos[q as usize];
-                            if fresh || wins(max, (&*d, *p), (x, q)) {
-                                (*d, *p) = (*x, q);
-                            }
-                        }
-                    }
-                }
-                if last[s] == o as u32 {
-                    end(s, &mut out[s * w..(s + 1) * w], at.get_mut(s * w..(s + 1) * w));
+        let (own_pos, own_ids) = (route.of(me), route.ids_of(me));
+        if !own_pos.is_empty() {
+            let own_w = weights.as_ref().map(|w| &w[route.start(me)..][..own_pos.len()]);
+            // (A call's own positions are sorted by segment: as CSR ranges over every
+            // segment of the output.)
+            let mut indptr = Vec::new();
+            if plans.is_none() {
+                indptr.resize(count + 1, 0usize);
+                own_pos.iter().for_each(|&p| indptr[self.segment[p] + 1] += 1);
+                (0..count).for_each(|s| indptr[s + 1] += indptr[s]);
+            }
+            let segments = Segments::indptr(&indptr);
+            if extremum {
+                let (m, a) = match plans {
+                    Some(p) => p.own.apply_arg(local, owner_pool(own_w))?,
+                    None => local.gather_reduce_arg(own_ids, segments, 0, owner_pool(own_w))?,
+                };
+                out.iter_mut().zip(m.iter()).for_each(|(o, &v)| *o = v);
+                // (A segment with no position of this rank's has a position past them.)
+                at.iter_mut()
+                    .zip(a.iter())
+                    .for_each(|(o, &q)| *o = own_pos.get(q).copied().unwrap_or(0));
+            } else {
+                let mut view = rows_view(op, rows_of(count), &mut out[..])?;
+                match plans {
+                    Some(p) => p.own.apply_into(local, owner_pool(own_w), &mut view)?,
+                    None => local.gather_reduce_into(own_ids, segments, 0, owner_pool(own_w), &mut view)?,
                 }
             }
-            g += segments;
         }
+        let partials = Partials {
+            route,
+            segment: &self.segment,
+            global: &self.global,
+            per_owner: &self.per_owner,
+            me,
+            got: &got,
+            got_arg: got_arg.as_ref(),
+        };
+        let merged = partials.merge(op, &Pooler::of(pool, route.total), count, w, out, &mut at);
         table.spare.borrow_mut().got = got.values;
-        for s in (0..count).filter(|&s| last[s] == NONE) {
-            end(s, &mut out[s * w..(s + 1) * w], at.get_mut(s * w..(s + 1) * w));
-        }
+        merged?;
         let out = if fresh {
             Some(
                 ArrayD::from_shape_vec(IxDyn(&shape), fresh_out)
@@ -393,79 +407,31 @@ impl Routed {
     }
 }
 
-/// Each of `count` segments' tally over the caller's kept positions (`route`'s, of
-/// segments `segment`): counts, and the weights' sums in position order.
-pub(super) fn tallies<A: PoolElement + Copy>(
-    count: usize,
-    route: &Route,
-    segment: &[usize],
-    pooler: &Pooler<'_, A>,
-) -> Vec<Tally<A>> {
-    let mut tallies: Vec<Tally<A>> = (0..count).map(|_| Tally::new()).collect();
-    let Some(w) = &pooler.weights else {
-        // Counts alone: in any order.
-        for &p in &route.positions {
-            tallies[segment[p]].count += 1;
-        }
-        return tallies;
-    };
-    let mut kept = vec![false; route.total];
-    for &p in &route.positions {
-        kept[p] = true;
-    }
-    for p in (0..route.total).filter(|&p| kept[p]) {
-        let t = &mut tallies[segment[p]];
-        t.count += 1;
-        t.weight += w[p];
-        t.weight_sq += w[p] * w[p];
-    }
-    tallies
+/// The owner's plans a [`ShardedPlan`](super::ShardedPlan) keeps: for the rows this
+/// rank's own positions read (their segments the caller's), and for those the ranks
+/// before it and after it asked of it (each sorted by segment once; the backward adds
+/// them before and after its own).
+#[derive(Clone, Copy)]
+pub(super) struct OwnerPlans<'a> {
+    pub own: &'a GatherReducePlan,
+    pub served: &'a [GatherReducePlan; 2],
 }
 
-/// Ends a segment's combined `row` (and its positions `pos`, for an argmax) as the
-/// single-process call ends it, from its `tally`: filled where it has no position,
-/// divided for a `Mean` / `SqrtN`.
-fn end_row<A: PoolElement + Copy>(
-    pooler: &Pooler<'_, A>,
-    tally: &Tally<A>,
-    row: &mut [A],
-    pos: Option<&mut [usize]>,
-    positions: usize,
-) {
-    match pooler.end(tally) {
-        End::Fill => {
-            row.fill(pooler.fill);
-            if let Some(pos) = pos {
-                pos.fill(positions);
-            }
-        }
-        End::Keep => {}
-        End::Divide(d) if !pooler.integral => row.iter_mut().for_each(|v| *v /= d),
-        End::Divide(d) => row.iter_mut().for_each(|v| *v = divide(v, &d, true)),
-        End::Zero => row.fill(A::zero()),
+/// The pool an owner pools with: plain sums (the caller divides), with each position's
+/// weight `w`; `Prod`, `Max` and `Min` as they are.
+pub(super) fn owner_pool<A>(pooling: Pooling, w: Option<&[A]>) -> Pool<'_, A> {
+    match (pooling, w) {
+        (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, Some(w)) => Pooling::Sum.weighted(w),
+        (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, None) => Pooling::Sum.into(),
+        (p, _) => p.into(),
     }
 }
 
-/// Combines an owner's partial row `src` into the output row `dst`: the first (`fresh`)
-/// from zero, or as it is for a product (`prod`); later ones added or multiplied. On
-/// slices and out of line, so that each loop vectorizes (with the branches inside the
-/// element loop, the combine took a quarter of D2's time).
-#[inline(never)]
-fn fold_row<A: PoolElement + Copy>(dst: &mut [A], src: &[A], fresh: bool, prod: bool) {
-    match (fresh, prod) {
-        (true, false) => dst.iter_mut().zip(src).for_each(|(d, x)| *d = A::zero() + *x),
-        (false, false) => dst.iter_mut().zip(src).for_each(|(d, x)| *d += *x),
-        (true, true) => dst.copy_from_slice(src),
-        (false, true) => dst.iter_mut().zip(src).for_each(|(d, x)| *d *= *x),
-    }
-}
-
-/// Whether `new` (a value and the caller's position it came from) replaces `old` in a
-/// `Max` (`max`) or `Min`: a strictly better value or a first NaN ([`better`]), or the
-/// same value (or another NaN) from an earlier position, so that the first position wins
-/// whichever owner held it.
-#[inline(always)]
-#[allow(clippy::eq_op)]
-fn wins<A: PartialOrd>(max: bool, (old, p): (&A, usize), (new, q): (&A, usize)) -> bool {
-    better(max, old, new) || (q < p && (new == old || (old != old && new != new)))
+/// `rows` as an array of `dim` (rows of the table's row shape).
+fn rows_view<'b, A, D: Dimension>(
+    op: &'static str,
+    dim: D,
+    rows: &'b mut [A],
+) -> Result<ArrayViewMut<'b, A, D>, GatherError> {
+    ArrayViewMut::from_shape(dim, rows).map_err(|_| internal(op, "rows of another size"))
 }

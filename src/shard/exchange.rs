@@ -148,7 +148,47 @@ where
     C: CommunicatorCollectives,
     T: Equivalence + Copy + Default,
 {
+    exchange(comm, send, counts, false, chunk, traffic, into)
+}
+
+/// [`all_to_all`] but for this rank's own block of `send`, which stays (nothing is
+/// received from itself): for the values a rank serves itself without a copy.
+pub(super) fn all_to_others<C, T>(
+    comm: &C,
+    send: &[T],
+    counts: &[usize],
+    chunk: usize,
+    traffic: &mut Traffic,
+    into: Vec<T>,
+) -> Received<T>
+where
+    C: CommunicatorCollectives,
+    T: Equivalence + Copy + Default,
+{
+    exchange(comm, send, counts, true, chunk, traffic, into)
+}
+
+fn exchange<C, T>(
+    comm: &C,
+    send: &[T],
+    counts: &[usize],
+    keep_own: bool,
+    chunk: usize,
+    traffic: &mut Traffic,
+    into: Vec<T>,
+) -> Received<T>
+where
+    C: CommunicatorCollectives,
+    T: Equivalence + Copy + Default,
+{
     let (size, me) = (comm.size() as usize, comm.rank() as usize);
+    // Where each rank's block starts in `send` (the own block's too, when it stays).
+    let send_at = offsets(counts);
+    let mut counts = counts.to_vec();
+    if keep_own {
+        counts[me] = 0;
+    }
+    let counts = &counts[..];
     let send_counts: Vec<u64> = counts.iter().map(|&c| c as u64).collect();
     let mut recv_counts = vec![0u64; size];
     comm.all_to_all_into(&send_counts[..], &mut recv_counts[..]);
@@ -186,7 +226,8 @@ where
         // One round: straight from `send` into `values` (every total is below `chunk`,
         // itself below 2^30, so the counts and displacements fit).
         let (sc, rc) = (as_counts(counts), as_counts(&recv_counts));
-        let (sd, rd) = (displs(&sc), displs(&rc));
+        let sd: Vec<mpi::Count> = send_at.iter().map(|&a| a as mpi::Count).collect();
+        let rd = displs(&rc);
         let s = Partition::new(send, &sc[..], &sd[..]);
         let mut r = PartitionMut::new(&mut values[..], &rc[..], &rd[..]);
         comm.all_to_all_varcount_into(&s, &mut r);
@@ -195,16 +236,7 @@ where
             counts: recv_counts,
         };
     }
-    let offsets = |c: &[usize]| -> Vec<usize> {
-        c.iter()
-            .scan(0, |at, &n| {
-                let o = *at;
-                *at += n;
-                Some(o)
-            })
-            .collect()
-    };
-    let (send_at, recv_at) = (offsets(counts), offsets(&recv_counts));
+    let recv_at = offsets(&recv_counts);
     // Round `k`'s share of `n` values: `n * k / rounds .. n * (k + 1) / rounds`.
     let share = |n: usize, k: usize| (n as u128 * k as u128 / rounds as u128) as usize;
     let mut out_buf: Vec<T> = Vec::new();
@@ -239,4 +271,16 @@ where
         values,
         counts: recv_counts,
     }
+}
+
+/// Where each of blocks of `counts` values, back to back, starts.
+pub(super) fn offsets(counts: &[usize]) -> Vec<usize> {
+    counts
+        .iter()
+        .scan(0, |at, &n| {
+            let o = *at;
+            *at += n;
+            Some(o)
+        })
+        .collect()
 }

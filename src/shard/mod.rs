@@ -42,6 +42,7 @@
 mod backward;
 mod combine;
 mod exchange;
+mod merge;
 mod plan;
 mod route;
 mod rows;

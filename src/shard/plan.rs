@@ -7,7 +7,7 @@ use std::sync::Mutex;
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{Array, ArrayRef, Dimension};
 
-use super::combine::Routed;
+use super::combine::{OwnerPlans, Routed};
 use super::exchange::{CallShape, agree, agree_pooled};
 use super::{ShardedTable, Traffic, lend};
 use crate::call::into_dim;
@@ -51,8 +51,12 @@ pub struct ShardedPlan {
     /// The number of segments and of this rank's positions.
     pub(super) count: usize,
     pub(super) positions: usize,
-    /// The owner's side: the rows asked of this rank, sorted by segment once.
+    /// One rank: the single-process plan on its rows (the whole table). Several: the
+    /// rows this rank's own positions read, pooled straight into its output.
     pub(super) owner: GatherReducePlan,
+    /// Several ranks: the rows the ranks before this one asked of it, and those after it
+    /// (each sorted by segment once).
+    pub(super) served: Option<[GatherReducePlan; 2]>,
     /// The table it was made for: its bounds and row shape.
     pub(super) bounds: Vec<usize>,
     pub(super) row_shape: Vec<usize>,
@@ -124,6 +128,7 @@ where
                     count,
                     positions: ix.len(),
                     owner,
+                    served: None,
                     bounds: self.rows.bounds().to_vec(),
                     row_shape: self.shape[1..].to_vec(),
                     skip,
@@ -135,18 +140,37 @@ where
             let (segs, route) = agree(self.comm, op, local)?;
             // (The plan keeps its buffers: none go back to the table.)
             let routed = Routed::new(self, &segs, route, true, &mut traffic);
-            let owner = GatherReducePlan::new(
-                self.local.raw_dim(),
-                &routed.ids,
-                Segments::ids(&routed.owner_segs, routed.indptr.len() - 1),
-                0,
-            );
-            let owner = agree(self.comm, op, owner)?;
+            // The rows asked by the ranks before this one, by itself (its own segments),
+            // and by the ranks after it: the backward adds them in that order.
+            let (me, dim) = (routed.me, self.local.raw_dim());
+            let (pb, nb) = (routed.batch_start[me], routed.seg_starts[me]);
+            let n = routed.indptr.len() - 1;
+            let own_segs: Vec<usize> = routed.route.of(me).iter().map(|&p| routed.segment[p]).collect();
+            let after_segs: Vec<u64> = routed.owner_segs[pb..].iter().map(|&s| s - nb as u64).collect();
+            let plans = (|| {
+                let own = GatherReducePlan::new(
+                    dim.clone(),
+                    routed.route.ids_of(me),
+                    Segments::ids(&own_segs, routed.count),
+                    0,
+                )?;
+                let before = GatherReducePlan::new(
+                    dim.clone(),
+                    &routed.ids[..pb],
+                    Segments::ids(&routed.owner_segs[..pb], nb),
+                    0,
+                )?;
+                let after =
+                    GatherReducePlan::new(dim, &routed.ids[pb..], Segments::ids(&after_segs, n - nb), 0)?;
+                Ok((own, [before, after]))
+            })();
+            let (owner, served) = agree(self.comm, op, plans)?;
             Ok(ShardedPlan {
                 count: routed.count,
                 positions: routed.route.total,
                 routed: Some(routed),
                 owner,
+                served: Some(served),
                 bounds: self.rows.bounds().to_vec(),
                 row_shape: self.shape[1..].to_vec(),
                 skip,
@@ -292,7 +316,7 @@ impl ShardedPlan {
                     pool,
                     arg,
                     shape,
-                    Some(&self.owner),
+                    self.owner_plans(),
                     into.and_then(|o| o.as_slice_mut()),
                     &mut traffic,
                 ),
@@ -310,6 +334,14 @@ impl ShardedPlan {
         });
         *self.traffic.lock().unwrap_or_else(|e| e.into_inner()) = traffic;
         done
+    }
+
+    /// The owner's plans, on several ranks.
+    pub(super) fn owner_plans(&self) -> Option<OwnerPlans<'_>> {
+        self.served.as_ref().map(|served| OwnerPlans {
+            own: &self.owner,
+            served,
+        })
     }
 
     /// A table of the plan's bounds and row shape, or this rank's error.

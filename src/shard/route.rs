@@ -49,10 +49,19 @@ pub(super) struct Route {
 }
 
 impl Route {
+    /// Where owner `o`'s positions start.
+    pub fn start(&self, o: usize) -> usize {
+        self.counts[..o].iter().sum()
+    }
+
     /// Owner `o`'s positions.
     pub fn of(&self, o: usize) -> &[usize] {
-        let start: usize = self.counts[..o].iter().sum();
-        &self.positions[start..start + self.counts[o]]
+        &self.positions[self.start(o)..][..self.counts[o]]
+    }
+
+    /// Owner `o`'s positions' local rows.
+    pub fn ids_of(&self, o: usize) -> &[u64] {
+        &self.ids[self.start(o)..][..self.counts[o]]
     }
 }
 
