@@ -216,6 +216,26 @@ fn bits(a: &ndarray::ArrayRef<f32, ndarray::Ix2>) -> Vec<u32> {
     a.iter().map(|v| v.to_bits()).collect()
 }
 
+/// `Rows::owner` is the rank whose range holds the row (ranks with no rows skipped), for
+/// few ranks and many (its two ways of finding it), and `None` past the end.
+fn owners_are_the_ranges_holding_each_row() {
+    for seed in 0..200u64 {
+        let mut g = Lcg::new(seed);
+        let ranks = 1 + g.below(if seed % 2 == 0 { 6 } else { 40 });
+        let mut b = vec![0usize];
+        for _ in 0..ranks {
+            // Every third rank or so holds no rows.
+            let more = if g.below(3) == 0 { 0 } else { g.below(5) };
+            b.push(b[b.len() - 1] + more);
+        }
+        let rows = Rows::from_bounds(&b).unwrap();
+        for i in 0..=rows.len() {
+            let expected = (0..ranks).find(|&r| rows.range(r).contains(&i));
+            assert_eq!(rows.owner(i), expected, "row {i} of bounds {b:?}");
+        }
+    }
+}
+
 pub fn run() {
     let (universe, _) = mpi::initialize_with_threading(Threading::Serialized).expect("MPI initializes");
     // A failed check on one rank ends every rank at once: unwinding would finalize MPI,
@@ -229,6 +249,7 @@ pub fn run() {
     }));
     let world = universe.world();
     let (me, ranks) = (world.rank() as usize, world.size() as usize);
+    owners_are_the_ranges_holding_each_row();
     let mut checked = 0;
     for seed in 1..=12u64 {
         let (n, w) = (1 + Lcg::new(seed).below(60), 1 + Lcg::new(seed + 7).below(9));
