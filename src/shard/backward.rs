@@ -125,7 +125,7 @@ impl Routed {
         let pooler = Pooler::of(pool, positions);
         // Each segment's divisor from the caller's kept positions, in position order (the
         // forward's), then each routed position's coefficient.
-        let mut tallies = tallies(self.count, route, &self.segment, &pooler);
+        let mut tallies = tallies(route, &self.segment, &self.kept, &pooler);
         let scale = Scale::of_tallies(&pooler, self.count, |s, t| {
             *t = std::mem::replace(&mut tallies[s], Tally::new())
         });

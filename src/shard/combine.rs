@@ -27,8 +27,9 @@ pub(super) struct Routed {
     pub(super) me: usize,
     /// Each position's segment (0 where there is none: no segments).
     pub(super) segment: Vec<usize>,
-    /// The number of segments.
+    /// The number of segments, and how many kept positions each has.
     pub count: usize,
+    pub(super) kept: Vec<usize>,
     /// For each owner in rank order, the global segment of each of its local segments.
     pub(super) global: Vec<usize>,
     /// How many local segments each owner has.
@@ -83,6 +84,7 @@ impl Routed {
         };
         let mut route = route;
         let mut first = vec![NONE; count];
+        let mut kept = vec![0usize; count];
         let (mut local, mut global, mut per_owner) = (
             std::mem::take(&mut spare.local),
             Vec::new(),
@@ -96,6 +98,7 @@ impl Routed {
             // the caller combines their partials into its output in order, not at random.
             for &p in &route.positions[at..at + n] {
                 let s = segment[p];
+                kept[s] += 1;
                 if first[s] == NONE {
                     first[s] = 0;
                     global.push(s);
@@ -196,6 +199,7 @@ impl Routed {
             me: comm.rank() as usize,
             segment,
             count,
+            kept,
             global,
             per_owner,
             ids: ids.values,
@@ -378,6 +382,7 @@ impl Routed {
         let partials = Partials {
             route,
             segment: &self.segment,
+            kept: &self.kept,
             global: &self.global,
             per_owner: &self.per_owner,
             me,

@@ -12,8 +12,10 @@ use crate::pool::{PoolElement, Pooling};
 pub(super) struct Partials<'a, A> {
     /// The caller's routing (each owner's positions, for an argmax).
     pub route: &'a Route,
-    /// Each position's segment, and each owner's segments (increasing) back to back.
+    /// Each position's segment, each segment's kept positions, and each owner's
+    /// segments (increasing) back to back.
     pub segment: &'a [usize],
+    pub kept: &'a [usize],
     pub global: &'a [usize],
     pub per_owner: &'a [usize],
     /// This rank, whose partial of each of its segments is in the output already (and
@@ -42,7 +44,7 @@ impl<A: PoolElement + Copy> Partials<'_, A> {
         at: &mut [usize],
     ) -> Result<(), GatherError> {
         let ranks = self.per_owner.len();
-        let tallies = tallies(count, self.route, self.segment, pooler);
+        let tallies = tallies(self.route, self.segment, self.kept, pooler);
         let starts = super::exchange::offsets(self.per_owner);
         let mut cursor = starts.clone();
         let rows: Vec<&[A]> = (0..ranks).map(|o| self.got.from(o)).collect();
@@ -102,29 +104,31 @@ impl<A: PoolElement + Copy> Partials<'_, A> {
     }
 }
 
-/// Each of `count` segments' tally over the caller's kept positions (`route`'s, of
-/// segments `segment`): counts, and the weights' sums in position order.
+/// Each segment's tally over the caller's kept positions (`route`'s, of segments
+/// `segment`, `kept[s]` of them in segment `s`): counts, and the weights' sums in
+/// position order.
 pub(super) fn tallies<A: PoolElement + Copy>(
-    count: usize,
     route: &Route,
     segment: &[usize],
+    kept: &[usize],
     pooler: &Pooler<'_, A>,
 ) -> Vec<Tally<A>> {
-    let mut tallies: Vec<Tally<A>> = (0..count).map(|_| Tally::new()).collect();
+    let mut tallies: Vec<Tally<A>> = kept
+        .iter()
+        .map(|&count| Tally {
+            count,
+            ..Tally::new()
+        })
+        .collect();
     let Some(w) = &pooler.weights else {
-        // Counts alone: in any order.
-        for &p in &route.positions {
-            tallies[segment[p]].count += 1;
-        }
         return tallies;
     };
-    let mut kept = vec![false; route.total];
+    let mut routed = vec![false; route.total];
     for &p in &route.positions {
-        kept[p] = true;
+        routed[p] = true;
     }
-    for p in (0..route.total).filter(|&p| kept[p]) {
+    for p in (0..route.total).filter(|&p| routed[p]) {
         let t = &mut tallies[segment[p]];
-        t.count += 1;
         t.weight += w[p];
         t.weight_sq += w[p] * w[p];
     }
