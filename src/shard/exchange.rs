@@ -213,21 +213,12 @@ where
     let mut values = into;
     values.resize(total_recv, T::default());
     let as_counts = |c: &[usize]| -> Vec<mpi::Count> { c.iter().map(|&n| n as mpi::Count).collect() };
-    let displs = |c: &[mpi::Count]| -> Vec<mpi::Count> {
-        c.iter()
-            .scan(0, |at, &n| {
-                let o = *at;
-                *at += n;
-                Some(o)
-            })
-            .collect()
-    };
     if rounds == 1 {
         // One round: straight from `send` into `values` (every total is below `chunk`,
         // itself below 2^30, so the counts and displacements fit).
         let (sc, rc) = (as_counts(counts), as_counts(&recv_counts));
         let sd: Vec<mpi::Count> = send_at.iter().map(|&a| a as mpi::Count).collect();
-        let rd = displs(&rc);
+        let rd = offsets(&rc);
         let s = Partition::new(send, &sc[..], &sd[..]);
         let mut r = PartitionMut::new(&mut values[..], &rc[..], &rd[..]);
         comm.all_to_all_varcount_into(&s, &mut r);
@@ -253,7 +244,7 @@ where
         // (Each round's totals are below `chunk`, itself below 2^30.)
         let sc: Vec<mpi::Count> = sp.iter().map(|&(lo, hi)| (hi - lo) as mpi::Count).collect();
         let rc: Vec<mpi::Count> = rp.iter().map(|&(lo, hi)| (hi - lo) as mpi::Count).collect();
-        let (sd, rd) = (displs(&sc), displs(&rc));
+        let (sd, rd) = (offsets(&sc), offsets(&rc));
         in_buf.clear();
         in_buf.resize(rc.iter().map(|&c| c as usize).sum(), T::default());
         {
@@ -274,12 +265,12 @@ where
 }
 
 /// Where each of blocks of `counts` values, back to back, starts.
-pub(super) fn offsets(counts: &[usize]) -> Vec<usize> {
+pub(super) fn offsets<N: Copy + Default + std::ops::Add<Output = N>>(counts: &[N]) -> Vec<N> {
     counts
         .iter()
-        .scan(0, |at, &n| {
+        .scan(N::default(), |at, &n| {
             let o = *at;
-            *at += n;
+            *at = o + n;
             Some(o)
         })
         .collect()

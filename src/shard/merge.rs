@@ -3,7 +3,7 @@
 //! segment ended (divided, or filled) while its row is in cache.
 
 use super::Route;
-use super::exchange::Received;
+use super::exchange::{Received, offsets};
 use crate::error::{GatherError, internal};
 use crate::kernel::reduce::{End, Pooler, Tally, better, divide};
 use crate::pool::{PoolElement, Pooling};
@@ -45,7 +45,7 @@ impl<A: PoolElement + Copy> Partials<'_, A> {
     ) -> Result<(), GatherError> {
         let ranks = self.per_owner.len();
         let tallies = tallies(self.route, self.segment, self.kept, pooler);
-        let starts = super::exchange::offsets(self.per_owner);
+        let starts = offsets(self.per_owner);
         let mut cursor = starts.clone();
         let rows: Vec<&[A]> = (0..ranks).map(|o| self.got.from(o)).collect();
         let rel: Vec<&[u64]> = match self.got_arg {

@@ -20,8 +20,9 @@ use crate::prepared::GatherReducePlan;
 use crate::segments::{Checked, Segments};
 
 /// A sharded gather-reduce whose ids were checked and routed once: each rank keeps which
-/// of its positions each owner serves, and each owner keeps, as a local
-/// [`GatherReducePlan`], the rows every rank asked of it, sorted by segment. Applying it
+/// of its positions each owner serves, and each owner keeps, as local
+/// [`GatherReducePlan`]s, the rows every rank asked of it (its own positions', pooled
+/// straight into its output, and the other ranks'), sorted by segment. Applying it
 /// moves no id: the weights (if any) go to the owners, and one partial row per segment and
 /// owner comes back. Made by [`ShardedTable::plan`]; no lifetime, `Send + Sync`.
 ///

@@ -5,7 +5,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayRef, Dimension};
 
 use super::ShardedTable;
-use super::exchange::{CallShape, agree, agree_pooled};
+use super::exchange::{CallShape, agree, agree_pooled, offsets};
 use crate::call::reduce::{resolve_rows, with_rows};
 use crate::error::GatherError;
 use crate::index::GatherIndex;
@@ -105,14 +105,7 @@ where
                 counts[o as usize] += 1;
             }
         }
-        let mut next: Vec<usize> = counts
-            .iter()
-            .scan(0, |at, &n| {
-                let o = *at;
-                *at += n;
-                Some(o)
-            })
-            .collect();
+        let mut next = offsets(&counts);
         let kept = counts.iter().sum();
         positions.clear();
         positions.resize(kept, 0);
