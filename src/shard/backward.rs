@@ -19,8 +19,9 @@ impl ShardedPlan {
     /// Adds the gradient of the plan's gather-reduce with `pool` into `grad`, a sharded
     /// table of the plan's rows (a gradient table: each rank its own rows), given this
     /// rank's `grad_out` (of its output's shape, `[segments] ++ row shape`): as
-    /// [`GatherReducePlan::backward_into`] (decision 34's `c_p`), each gradient row
-    /// receiving its contributions in (source rank, position) order. The gradient rows
+    /// [`GatherReducePlan::backward_into`](crate::GatherReducePlan::backward_into)
+    /// (decision 34's `c_p`), each gradient row receiving its contributions in (source
+    /// rank, position) order. The gradient rows
     /// travel to their owners, one per (segment, owner), never a row per position. On one
     /// rank, the single-process plan's bits. Collective.
     ///
