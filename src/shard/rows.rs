@@ -95,19 +95,7 @@ impl Rows {
     }
 
     /// The rank that holds row `i`, `None` for `i >= n`.
-    #[inline]
     pub fn owner(&self, i: usize) -> Option<usize> {
-        if i >= self.len() {
-            return None;
-        }
-        // The rank is the number of later starts at or below `i`: for a few ranks, every
-        // start compared (no branch to mispredict: a binary search over two ranks guesses
-        // wrong half the time), else a binary search.
-        let starts = &self.bounds[1..self.bounds.len() - 1];
-        Some(if starts.len() <= 16 {
-            starts.iter().map(|&b| usize::from(b <= i)).sum()
-        } else {
-            starts.partition_point(|&b| b <= i)
-        })
+        (i < self.len()).then(|| self.bounds.partition_point(|&b| b <= i) - 1)
     }
 }
