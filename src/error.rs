@@ -148,8 +148,9 @@ pub enum GatherError {
         found: Vec<usize>,
     },
 
-    /// The input of a [`GatherPlan`](crate::GatherPlan)'s `apply` does not have the shape
-    /// the plan was made for.
+    /// The input of a plan's `apply` does not have the shape the plan was made for. A
+    /// [`GatherReducePlan`](crate::GatherReducePlan) binds only the dimensions up to its
+    /// axis: its `expected` carries the input's own row shape after them.
     #[error("{op}: the input has shape {found:?}, but the plan was made for input shape {expected:?}")]
     InputShape {
         /// The method that was called.
@@ -199,6 +200,39 @@ pub enum GatherError {
         expected: Vec<usize>,
         /// The shape of `updates`.
         found: Vec<usize>,
+    },
+
+    /// A gather-reduce backward's `grad_out` is not shaped as its forward's output: the
+    /// segments along the axis (and the dimensions before it), then the rows.
+    ///
+    /// ```
+    /// use ndarray::Array2;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new([4, 3], &[3, 0, 1], Segments::starts(&[0, 2]), 0)?;
+    /// let err = plan.backward_rows(&Array2::<f32>::ones((3, 3)), Pooling::Sum).unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "GatherReducePlan::backward_rows: grad_out has shape [3, 3], but the forward's output \
+    ///      has 2 segments along axis 0: shape [2, 3] (the segments', then the rows')"
+    /// );
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    #[error(
+        "{op}: grad_out has shape {found:?}, but the forward's output has {segments} segments \
+         along axis {axis}: shape {expected:?} (the segments', then the rows')"
+    )]
+    GradShape {
+        /// The method that was called.
+        op: &'static str,
+        /// The forward's output shape (with `grad_out`'s rows where they are free).
+        expected: Vec<usize>,
+        /// The shape of `grad_out`.
+        found: Vec<usize>,
+        /// The plan's number of segments.
+        segments: usize,
+        /// The plan's axis.
+        axis: usize,
     },
 
     /// The segments of a gather-reduce do not fit its positions: the first bad entry of

@@ -47,51 +47,53 @@ impl GatherReducePlan {
             })
     }
 
-    /// The forward's output shape: the plan's with its axis as long as the segments.
-    fn out_shape(&self) -> Vec<usize> {
-        let mut s = self.shape.clone();
-        s[self.axis] = self.segments();
-        s
-    }
-
-    /// `grad_out`'s shape checked against the forward's output, `grad_in`'s (if any)
-    /// against the plan's input.
+    /// `grad_out`'s shape checked against the forward's output (the segments along the
+    /// axis, the plan's dimensions before it, any rows after it), and `grad_in`'s (if any)
+    /// against the plan's input with `grad_out`'s rows.
     fn check_grads<A, D: Dimension>(
         &self,
         op: &'static str,
         grad_out: &ArrayRef<A, D>,
         grad_in: Option<&ArrayRef<A, D>>,
     ) -> Result<(), GatherError> {
-        if let Some(g) = grad_in
-            && g.shape() != self.shape
-        {
-            return Err(GatherError::InputShape {
+        let (axis, found) = (self.axis, grad_out.shape());
+        let rows = found.get(axis + 1..).unwrap_or(&[]);
+        let bound = &self.shape[..axis];
+        if found.get(..axis) != Some(bound) || found.get(axis) != Some(&self.segments()) {
+            return Err(GatherError::GradShape {
                 op,
-                expected: self.shape.clone(),
-                found: g.shape().to_vec(),
+                expected: bound
+                    .iter()
+                    .chain(&[self.segments()])
+                    .chain(rows)
+                    .copied()
+                    .collect(),
+                found: found.to_vec(),
+                segments: self.segments(),
+                axis,
             });
         }
-        let expected = self.out_shape();
-        if grad_out.shape() != expected {
-            return Err(GatherError::UpdatesShape {
-                op,
-                expected,
-                found: grad_out.shape().to_vec(),
-            });
+        match grad_in {
+            Some(g) => self.check_input(op, g.shape(), Some(rows)),
+            None => Ok(()),
         }
-        Ok(())
     }
 
-    /// Adds the gradient of the plan's gather-reduce with `pool` into `grad_in` (of the
-    /// plan's input shape, any layout), given `grad_out` (of its output shape): for each
+    /// Adds the gradient of the plan's gather-reduce with `pool` into `grad_in` (the plan's
+    /// input shape up to its axis, then `grad_out`'s rows; any layout), given `grad_out`
+    /// (the forward's output shape: the segments along the axis, any rows): for each
     /// kept position `p` of segment `s`, `grad_in[idx[p]] += c_p * grad_out[s]`, with
     /// `c_p` the weight `w_p` (or 1) for `Sum`, `w_p / Σw` (or `1 / count`) for `Mean`,
     /// `w_p / sqrt(Σw²)` (or `1 / sqrt(count)`) for `SqrtN`, the sums over the segment's
     /// kept positions in position order, as the forward divides. Each `grad_in` row gets
     /// its contributions in increasing position order, whatever the thread count (the
     /// plan sorts its positions by row once, on the first backward). Skipped positions
-    /// and empty segments add nothing; the fill plays no part. PyTorch's
-    /// `embedding_bag(..., sparse=False)` backward, to the bit; `index_add_` /
+    /// and empty segments add nothing; the fill plays no part. On a zeroed gradient, the
+    /// rows of PyTorch's `embedding_bag(..., sparse=True)` backward, coalesced, to the bit
+    /// (every pooling and weight). PyTorch's dense `sparse=False` backward adds in another
+    /// order: it equals this to the bit for unweighted `Sum` only (with weights, on B2's
+    /// data, about half the elements differ in their last bits: PyTorch's two paths
+    /// disagree with each other there); `index_add_` /
     /// `index_reduce_` / `segment_reduce` backward (whose `mean` divides the gradient by
     /// the count, where `c_p` multiplies it by `1 / count`: the last bit may differ).
     /// Zero and reuse one gradient across steps: a fresh `Array::zeros` of hundreds of MiB
@@ -112,9 +114,9 @@ impl GatherReducePlan {
     /// ```
     ///
     /// # Errors
-    /// [`InputShape`](GatherError::InputShape) for a `grad_in` of another shape than the
-    /// plan's input, [`UpdatesShape`](GatherError::UpdatesShape) for a `grad_out` of another
-    /// shape than its output; [`Pooling`](GatherError::Pooling) for `Prod` (no backward
+    /// [`GradShape`](GatherError::GradShape) for a `grad_out` not shaped as the forward's
+    /// output, [`InputShape`](GatherError::InputShape) for a `grad_in` of another shape than
+    /// the plan's input with `grad_out`'s rows; [`Pooling`](GatherError::Pooling) for `Prod` (no backward
     /// here), `Max` / `Min` (theirs is [`backward_arg_into`](Self::backward_arg_into)) or
     /// a `.skip` other than the plan's; [`Weights`](GatherError::Weights) as `apply`'s.
     /// On `Err`, `grad_in` is unchanged.

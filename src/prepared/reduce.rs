@@ -19,7 +19,10 @@ use crate::segments::{Checked, Segments};
 /// to any input of the plan's shape with any pooling, weights and fill. PyG caches its
 /// sorted adjacency for the same reason, and `torch.sparse.mm` takes a CSR matrix.
 ///
-/// Applying a plan gives the same bits as the method call it was made from.
+/// Applying a plan gives the same bits as the method call it was made from. A plan binds
+/// the dimensions of its input up to and along the gathered axis, not the row shape after
+/// it: one plan of a graph serves every layer width (`x` of `[n, 32]`, then `[n, 64]`),
+/// and each output and gradient takes its input's row shape.
 /// `Clone + Debug + Send + Sync`, with no lifetime: it owns its arrays (8 bytes per
 /// position, a `u32` row and position, and a `usize` per segment; once a backward asks,
 /// 8 bytes more per kept position and per touched row: the positions by row). Inputs
@@ -56,14 +59,23 @@ pub struct GatherReducePlan {
 
 impl GatherReducePlan {
     /// A plan for [`gather_reduce`](crate::GatherReduceExt::gather_reduce) of inputs of
-    /// shape `shape` with these indices, segments and axis.
+    /// shape `shape` with these indices, segments and axis. The dimensions of `shape` up to
+    /// and along the axis bind the plan; the row shape after it only says what a typical
+    /// input is: inputs of any row shape apply.
     ///
     /// ```
+    /// use ndarray::Array2;
     /// use ndarray_gather::prelude::*;
+    ///
+    /// // One graph, two layer widths.
+    /// let plan = GatherReducePlan::new([3, 32], &[0, 2, 1], Segments::ids(&[1, 1, 0], 2), 0)?;
+    /// assert_eq!(plan.apply(&Array2::<f32>::ones((3, 32)), Pooling::Sum)?.dim(), (2, 32));
+    /// assert_eq!(plan.apply(&Array2::<f32>::ones((3, 64)), Pooling::Sum)?.dim(), (2, 64));
     ///
     /// // A bad index is the plan's error, named after it.
     /// let err = GatherReducePlan::new([2, 2], &[0, 2], Segments::uniform(2), 0).unwrap_err();
     /// assert!(err.to_string().starts_with("GatherReducePlan::new: index 2"));
+    /// # Ok::<(), GatherError>(())
     /// ```
     ///
     /// # Errors
@@ -154,8 +166,8 @@ impl GatherReducePlan {
         })
     }
 
-    /// The input shape the plan was made for (and, below, its segment and position
-    /// counts):
+    /// The input shape the plan was made for (its dimensions up to the axis bind; the
+    /// rows after it are free), and, below, its segment and position counts:
     ///
     /// ```
     /// use ndarray_gather::prelude::*;
@@ -178,7 +190,8 @@ impl GatherReducePlan {
         self.positions
     }
 
-    /// The gather-reduce of `x` (of the plan's shape) with `pool`, in a fresh array.
+    /// The gather-reduce of `x` (the plan's dimensions up to its axis, any row shape after
+    /// it) with `pool`, in a fresh array.
     ///
     /// ```
     /// use ndarray::array;
@@ -192,7 +205,8 @@ impl GatherReducePlan {
     /// ```
     ///
     /// # Errors
-    /// [`InputShape`](GatherError::InputShape) if `x` has another shape;
+    /// [`InputShape`](GatherError::InputShape) if `x` differs from the plan's shape up to
+    /// its axis;
     /// [`Weights`](GatherError::Weights) and [`Pooling`](GatherError::Pooling) as the
     /// methods', and a `Pooling` error if the pool's `.skip` differs from the plan's.
     pub fn apply<'w, A: PoolElement + 'w, D: Dimension>(
@@ -292,6 +306,27 @@ impl GatherReducePlan {
         .map(|_| ())
     }
 
+    /// An input's (or a dense gradient's) `found` shape checked against the plan: the
+    /// dimensions up to the axis are the plan's; after it, `rows` if given (a gradient's
+    /// rows follow `grad_out`'s), else any (decision 57: one plan serves every width).
+    pub(super) fn check_input(
+        &self,
+        op: &'static str,
+        found: &[usize],
+        rows: Option<&[usize]>,
+    ) -> Result<(), GatherError> {
+        let bound = &self.shape[..=self.axis];
+        let after = rows.unwrap_or_else(|| found.get(self.axis + 1..).unwrap_or(&[]));
+        if found.get(..=self.axis) != Some(bound) || found.get(self.axis + 1..) != Some(after) {
+            return Err(GatherError::InputShape {
+                op,
+                expected: bound.iter().chain(after).copied().collect(),
+                found: found.to_vec(),
+            });
+        }
+        Ok(())
+    }
+
     /// The pool's `.skip`, if any, checked against the plan's.
     pub(super) fn check_skip<A>(&self, op: &'static str, pool: &Pool<'_, A>) -> Result<(), GatherError> {
         if pool.skip.is_some() && pool.skip != self.skip {
@@ -315,13 +350,7 @@ impl GatherReducePlan {
         pool: Pool<'_, A>,
         out: Out<'_, A, D>,
     ) -> Result<Done<A, D>, GatherError> {
-        if x.shape() != self.shape {
-            return Err(GatherError::InputShape {
-                op,
-                expected: self.shape.clone(),
-                found: x.shape().to_vec(),
-            });
-        }
+        self.check_input(op, x.shape(), None)?;
         self.check_skip(op, &pool)?;
         check_pool(
             op,

@@ -46,7 +46,8 @@ impl ShardedPlan {
     /// # Errors
     /// On every rank if any rank's call is bad: a [`Bounds`](GatherError::Bounds) or
     /// [`InputShape`](GatherError::InputShape) error for a `grad` of other rows,
-    /// [`UpdatesShape`](GatherError::UpdatesShape) for a `grad_out` of another shape,
+    /// [`GradShape`](GatherError::GradShape) for a `grad_out` that is not the segments by
+    /// `grad`'s rows,
     /// [`Pooling`](GatherError::Pooling) / [`Weights`](GatherError::Weights) as
     /// `GatherReducePlan::backward_into`'s; [`Peer`](GatherError::Peer) elsewhere. Nothing
     /// is written on `Err`.
@@ -66,13 +67,15 @@ impl ShardedPlan {
         let local = (|| {
             self.check_table(op, grad)?;
             let expected: Vec<usize> = std::iter::once(self.count)
-                .chain(self.row_shape.iter().copied())
+                .chain(grad.shape[1..].iter().copied())
                 .collect();
             if grad_out.shape() != &expected[..] {
-                return Err(GatherError::UpdatesShape {
+                return Err(GatherError::GradShape {
                     op,
                     expected,
                     found: grad_out.shape().to_vec(),
+                    segments: self.count,
+                    axis: 0,
                 });
             }
             if matches!(pool.pooling, Pooling::Prod | Pooling::Max | Pooling::Min) {
@@ -86,18 +89,19 @@ impl ShardedPlan {
             check_pool(op, &pool, self.positions, false)
         })();
         let mut traffic = Traffic::default();
-        let done = agree_pooled(grad.comm, op, CallShape::of(&pool, false), local).and_then(|()| match &self
-            .routed
-        {
-            Some(routed) => {
-                let plans = self
-                    .owner_plans()
-                    .ok_or_else(|| internal(op, "a routed plan without its owner's plans"))?;
-                routed.backward(grad, op, grad_out, pool, plans, &mut traffic)
-            }
-            // One rank: the single-process plan on its rows (the whole table).
-            None => self.owner.backward_into(grad_out, pool, &mut grad.local),
-        });
+        let done =
+            agree_pooled(grad.comm, op, CallShape::of(&pool, false, grad.row_len()), local).and_then(|()| {
+                match &self.routed {
+                    Some(routed) => {
+                        let plans = self
+                            .owner_plans()
+                            .ok_or_else(|| internal(op, "a routed plan without its owner's plans"))?;
+                        routed.backward(grad, op, grad_out, pool, plans, &mut traffic)
+                    }
+                    // One rank: the single-process plan on its rows (the whole table).
+                    None => self.owner.backward_into(grad_out, pool, &mut grad.local),
+                }
+            });
         *self.traffic.lock().unwrap_or_else(|e| e.into_inner()) = traffic;
         done
     }

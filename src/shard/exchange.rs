@@ -32,21 +32,24 @@ pub(super) fn agree<C: Communicator, T>(
 }
 
 /// What a pooled call's exchanges depend on: its pooling, whether it has weights (they
-/// travel) and whether it returns an argmax (positions travel). Every rank must make the
-/// same call; each passes its own weights.
+/// travel), whether it returns an argmax (positions travel) and its row width (a plan
+/// applies to tables of any). Every rank must make the same call; each passes its own
+/// weights.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct CallShape {
     pub pooling: Pooling,
     pub weighted: bool,
     pub arg: bool,
+    pub width: usize,
 }
 
 impl CallShape {
-    pub fn of<A>(pool: &Pool<'_, A>, arg: bool) -> Self {
+    pub fn of<A>(pool: &Pool<'_, A>, arg: bool, width: usize) -> Self {
         CallShape {
             pooling: pool.pooling,
             weighted: pool.weights.is_some(),
             arg,
+            width,
         }
     }
 
@@ -59,19 +62,20 @@ impl CallShape {
         Pooling::SqrtN,
     ];
 
-    fn code(self) -> i32 {
+    fn code(self) -> u64 {
         let p = Self::POOLINGS
             .iter()
             .position(|&p| p == self.pooling)
-            .unwrap_or(0) as i32;
-        p | i32::from(self.weighted) << 3 | i32::from(self.arg) << 4
+            .unwrap_or(0) as u64;
+        p | u64::from(self.weighted) << 3 | u64::from(self.arg) << 4 | (self.width as u64) << 5
     }
 
-    fn of_code(code: i32) -> Self {
+    fn of_code(code: u64) -> Self {
         CallShape {
             pooling: Self::POOLINGS[(code & 7) as usize % Self::POOLINGS.len()],
             weighted: code & 8 != 0,
             arg: code & 16 != 0,
+            width: (code >> 5) as usize,
         }
     }
 }
@@ -85,7 +89,7 @@ impl std::fmt::Display for CallShape {
         if self.arg {
             write!(f, ", with its argmax")?;
         }
-        Ok(())
+        write!(f, ", rows of {} elements", self.width)
     }
 }
 
@@ -105,7 +109,7 @@ pub(super) fn agree_pooled<C: Communicator, T>(
             op,
             pooling: shape.pooling,
             detail: format!(
-                "(as {shape}) differs from rank 0's call ({}): every rank pools the same way, each with its own weights",
+                "(as {shape}) differs from rank 0's call ({}): every rank pools the same way, over tables of one row width, each with its own weights",
                 CallShape::of_code(first)
             ),
         }),

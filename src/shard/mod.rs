@@ -243,7 +243,7 @@ where
     }
 
     /// The elements of one row.
-    fn row_len(&self) -> usize {
+    pub(super) fn row_len(&self) -> usize {
         self.shape[1..].iter().product()
     }
 
@@ -392,7 +392,7 @@ where
         arg: bool,
     ) -> Result<(ArrayD<A>, Option<ArrayD<usize>>), GatherError> {
         let mut traffic = Traffic::default();
-        let shape_of_call = CallShape::of(&pool, arg);
+        let shape_of_call = CallShape::of(&pool, arg, self.row_len());
         let out = lend(self.comm, op, Some(shape_of_call), indices, |ix| {
             let positions = ix.len();
             // Segments, then the pool, then the indices: the order of the arguments.

@@ -58,9 +58,8 @@ pub struct ShardedPlan {
     /// Several ranks: the rows the ranks before this one asked of it, and those after it
     /// (each sorted by segment once).
     pub(super) served: Option<[GatherReducePlan; 2]>,
-    /// The table it was made for: its bounds and row shape.
+    /// The bounds of the table it was made for (any row shape applies: decision 57).
     pub(super) bounds: Vec<usize>,
-    pub(super) row_shape: Vec<usize>,
     pub(super) skip: Option<i128>,
     pub(super) traffic: Mutex<Traffic>,
 }
@@ -131,7 +130,6 @@ where
                     owner,
                     served: None,
                     bounds: self.rows.bounds().to_vec(),
-                    row_shape: self.shape[1..].to_vec(),
                     skip,
                     traffic: Mutex::new(Traffic::default()),
                 });
@@ -173,7 +171,6 @@ where
                 owner,
                 served: Some(served),
                 bounds: self.rows.bounds().to_vec(),
-                row_shape: self.shape[1..].to_vec(),
                 skip,
                 traffic: Mutex::new(Traffic::default()),
             })
@@ -200,13 +197,14 @@ impl ShardedPlan {
         *self.traffic.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The gather-reduce of `table` (of the plan's rows and row shape; its values may have
-    /// changed) with `pool`: as [`ShardedTable::gather_reduce`] with the plan's indices and
+    /// The gather-reduce of `table` (of the plan's rows, any row shape: one plan of a graph
+    /// serves every layer width; its values may have changed) with `pool`: as [`ShardedTable::gather_reduce`] with the plan's indices and
     /// segments, the same bits. Collective.
     ///
     /// # Errors
-    /// On every rank if any rank's call is bad: an [`InputShape`](GatherError::InputShape)
-    /// or [`Bounds`](GatherError::Bounds) error for a table of other rows,
+    /// On every rank if any rank's call is bad: a [`Bounds`](GatherError::Bounds) error for
+    /// a table of other rows, a [`Pooling`](GatherError::Pooling) error where ranks pass
+    /// tables of different row widths,
     /// [`Weights`](GatherError::Weights) / [`Pooling`](GatherError::Pooling) as the call's
     /// (and for a `.skip` other than the plan's), [`Peer`](GatherError::Peer) elsewhere.
     pub fn apply<'w, C, A, D>(
@@ -292,7 +290,7 @@ impl ShardedPlan {
         D: Dimension,
     {
         let shape: Vec<usize> = std::iter::once(self.segments())
-            .chain(self.row_shape.iter().copied())
+            .chain(table.shape[1..].iter().copied())
             .collect();
         let local = (|| {
             self.check_table(op, table)?;
@@ -308,31 +306,32 @@ impl ShardedPlan {
             }
         })();
         let mut traffic = Traffic::default();
-        let done = agree_pooled(table.comm, op, CallShape::of(&pool, arg), local).and_then(|()| {
-            match (&self.routed, into) {
-                // (Into the caller's output where it is in standard layout.)
-                (Some(routed), into) => routed.pool(
-                    table,
-                    op,
-                    pool,
-                    arg,
-                    shape,
-                    self.owner_plans(),
-                    into.and_then(|o| o.as_slice_mut()),
-                    &mut traffic,
-                ),
-                // One rank: the single-process plan on its rows (the whole table).
-                (None, _) if arg => {
-                    let (m, a) = self.owner.apply_arg(&table.local, pool)?;
-                    Ok((Some(m.into_dyn()), Some(a.into_dyn())))
+        let done =
+            agree_pooled(table.comm, op, CallShape::of(&pool, arg, table.row_len()), local).and_then(|()| {
+                match (&self.routed, into) {
+                    // (Into the caller's output where it is in standard layout.)
+                    (Some(routed), into) => routed.pool(
+                        table,
+                        op,
+                        pool,
+                        arg,
+                        shape,
+                        self.owner_plans(),
+                        into.and_then(|o| o.as_slice_mut()),
+                        &mut traffic,
+                    ),
+                    // One rank: the single-process plan on its rows (the whole table).
+                    (None, _) if arg => {
+                        let (m, a) = self.owner.apply_arg(&table.local, pool)?;
+                        Ok((Some(m.into_dyn()), Some(a.into_dyn())))
+                    }
+                    (None, Some(into)) => self
+                        .owner
+                        .apply_into(&table.local, pool, into)
+                        .map(|()| (None, None)),
+                    (None, None) => Ok((Some(self.owner.apply(&table.local, pool)?.into_dyn()), None)),
                 }
-                (None, Some(into)) => self
-                    .owner
-                    .apply_into(&table.local, pool, into)
-                    .map(|()| (None, None)),
-                (None, None) => Ok((Some(self.owner.apply(&table.local, pool)?.into_dyn()), None)),
-            }
-        });
+            });
         *self.traffic.lock().unwrap_or_else(|e| e.into_inner()) = traffic;
         done
     }
@@ -345,7 +344,7 @@ impl ShardedPlan {
         })
     }
 
-    /// A table of the plan's bounds and row shape, or this rank's error.
+    /// A table of the plan's bounds, or this rank's error.
     pub(super) fn check_table<C: Communicator, A, D: Dimension>(
         &self,
         op: &'static str,
@@ -361,16 +360,6 @@ impl ShardedPlan {
                     table.rows.bounds(),
                     self.bounds
                 ),
-            });
-        }
-        if table.shape[1..] != self.row_shape[..] {
-            let expected: Vec<usize> = std::iter::once(table.rows.len())
-                .chain(self.row_shape.iter().copied())
-                .collect();
-            return Err(GatherError::InputShape {
-                op,
-                expected,
-                found: table.shape.clone(),
             });
         }
         Ok(())

@@ -115,6 +115,12 @@ fn every_error() -> Vec<(&'static str, GatherError)> {
         e(plan.backward_arg_into(&x, &array![[0, 3], [1, 1]], &mut grad)),
     ));
     v.push(("Arg", e(plan.backward_arg_into(&x, &array![[0, 1]], &mut grad))));
+    // A gradient of three segments for a plan of two.
+    let three = Array2::<f64>::zeros((3, 2));
+    v.push((
+        "GradShape",
+        e(plan.backward_into(&three, Pooling::Sum, &mut grad)),
+    ));
     // A broadcast input and indices whose output would not fit in memory.
     let big = 1usize << 40;
     let one = ndarray::ArrayD::<u8>::zeros(ndarray::IxDyn(&[1, 1]));
@@ -143,7 +149,7 @@ fn no_message_shows_rust_debug_syntax() {
     let mut seen: Vec<&str> = errors.iter().map(|(v, _)| *v).collect();
     seen.sort_unstable();
     seen.dedup();
-    assert_eq!(seen.len(), 19, "{seen:?}");
+    assert_eq!(seen.len(), 20, "{seen:?}");
 }
 
 #[test]

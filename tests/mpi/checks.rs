@@ -438,18 +438,63 @@ pub fn run() {
                 "seed {seed} ranks {ranks} {pooling:?} weighted {weighted} skip {skip:?}: backward_into"
             );
         }
-        let other = ShardedTable::new(
-            &world,
-            Array2::<f32>::zeros((rows.range(me).len(), w + 1)),
-            rows.clone(),
-        )
-        .unwrap();
-        match plan.apply(&other, Pooling::Sum) {
-            Err(GatherError::InputShape { .. }) => {}
+        // One plan, another layer width (decision 57): the same bits as the table's own
+        // call, forward and backward.
+        let wide = whole(seed + 7, n, w + 3);
+        let slice = |t: &Array2<f32>| t.slice_axis(Axis(0), rows.range(me).into()).to_owned();
+        let other = ShardedTable::new(&world, slice(&wide), rows.clone()).unwrap();
+        for pooling in [Pooling::Sum, Pooling::Mean] {
+            assert_eq!(
+                bits(&plan.apply(&other, pooling).unwrap()),
+                bits(&other.gather_reduce(&b.ids, b.segments(), pooling).unwrap()),
+                "seed {seed}: a plan on a table of width {}",
+                w + 3
+            );
+        }
+        let g_wide = {
+            let mut g = Lcg::new(seed * 7 + me as u64);
+            Array2::from_shape_simple_fn((plan.segments(), w + 3), || g.value())
+        };
+        let mut grad = ShardedTable::new(&world, slice(&Array2::zeros((n, w + 3))), rows.clone()).unwrap();
+        plan.backward_into(&g_wide, Pooling::Sum, &mut grad).unwrap();
+        let mut all = Array2::<f32>::zeros((n, w + 3));
+        for (r, other_b) in batches.iter().enumerate() {
+            let single = GatherReducePlan::new(t.shape(), &other_b.ids, other_b.segments(), 0).unwrap();
+            let mut g = Lcg::new(seed * 7 + r as u64);
+            let g = Array2::from_shape_simple_fn((single.segments(), w + 3), || g.value());
+            single.backward_into(&g, Pooling::Sum, &mut all).unwrap();
+        }
+        assert_eq!(
+            bits(grad.local()),
+            bits(&slice(&all)),
+            "seed {seed}: a wide backward"
+        );
+        // A grad_out of the table's width but another: this rank's GradShape, nothing written.
+        let before = grad.local().clone();
+        match plan.backward_into(&Array2::zeros((plan.segments(), w)), Pooling::Sum, &mut grad) {
+            Err(GatherError::GradShape { segments, .. }) if segments == plan.segments() => {}
             r => panic!(
-                "seed {seed}: a table of another row shape gave {:?}",
-                r.map(|a| a.dim())
+                "seed {seed}: a grad_out of width {w} for a table of {} gave {r:?}",
+                w + 3
             ),
+        }
+        assert_eq!(
+            bits(grad.local()),
+            bits(&before),
+            "seed {seed}: a refused backward wrote"
+        );
+        // Ranks passing tables of different widths: refused on every rank before anything
+        // moves (rank 0's width is the call's).
+        if ranks > 1 {
+            let mine = if me == 0 { &table } else { &other };
+            match (me, plan.apply(mine, Pooling::Sum)) {
+                (0, Err(GatherError::Peer { rank: 1, .. })) => {}
+                (_, Err(GatherError::Pooling { .. })) if me > 0 => {}
+                (_, r) => panic!(
+                    "seed {seed}: rank {me} with widths differing by rank gave {:?}",
+                    r.map(|a| a.dim())
+                ),
+            }
         }
         assert!(
             plan.apply(&table, Pooling::Sum.skip(3)).is_err(),
@@ -591,7 +636,7 @@ pub fn run() {
             (None, r) => r.unwrap(),
             (Some(_), Ok(())) => panic!("seed {seed}: a bad backward succeeded"),
             (Some(_), Err(e)) => {
-                verdict(e, |e| matches!(e, GatherError::UpdatesShape { .. }), "backward");
+                verdict(e, |e| matches!(e, GatherError::GradShape { .. }), "backward");
                 assert_eq!(
                     bits(grad.local()),
                     bits(&start(&init)),

@@ -215,6 +215,10 @@ fn the_backward_is_the_adjoint_of_the_forward() {
     }
 }
 
+fn e_text(plan: &GatherReducePlan, g: ndarray::Array2<f64>) -> String {
+    plan.backward_rows(&g, Pooling::Sum).unwrap_err().to_string()
+}
+
 /// A backward's errors: shapes, poolings without one here, a `.skip` other than the
 /// plan's, an argmax not from the plan; nothing written.
 #[test]
@@ -225,20 +229,38 @@ fn backward_errors_write_nothing() {
     let untouched = grad.clone();
     let shape_of = |e: GatherError| match e {
         GatherError::InputShape { expected, found, .. } => ("input", expected, found),
-        GatherError::UpdatesShape { expected, found, .. } => ("updates", expected, found),
+        GatherError::GradShape {
+            expected,
+            found,
+            segments: 2,
+            axis: 0,
+            ..
+        } => ("grad_out", expected, found),
         e => panic!("{e}"),
     };
     let mut small = ndarray::Array2::<f64>::zeros((3, 2));
     let e = plan.backward_into(&g, Pooling::Sum, &mut small).unwrap_err();
     assert_eq!(shape_of(e), ("input", vec![4, 2], vec![3, 2]));
+    // The rows are free, but grad_in's must be grad_out's.
+    let mut wide = ndarray::Array2::<f64>::zeros((4, 3));
+    let e = plan.backward_into(&g, Pooling::Sum, &mut wide).unwrap_err();
+    assert_eq!(shape_of(e), ("input", vec![4, 2], vec![4, 3]));
     let e = plan
         .backward_into(&ndarray::Array2::ones((3, 2)), Pooling::Sum, &mut grad)
         .unwrap_err();
-    assert_eq!(shape_of(e), ("updates", vec![2, 2], vec![3, 2]));
-    let e = plan
-        .backward_rows(&ndarray::Array2::<f64>::ones((2, 3)), Pooling::Sum)
-        .unwrap_err();
-    assert_eq!(shape_of(e), ("updates", vec![2, 2], vec![2, 3]));
+    assert_eq!(shape_of(e), ("grad_out", vec![2, 2], vec![3, 2]));
+    // The message names the segments' shape (issue 63's user read "updates ... the
+    // matching gather", a scatter's words).
+    assert_eq!(
+        e_text(&plan, ndarray::Array2::<f64>::ones((3, 3))),
+        "GatherReducePlan::backward_rows: grad_out has shape [3, 3], but the forward's output \
+         has 2 segments along axis 0: shape [2, 3] (the segments', then the rows')"
+    );
+    // No rows at all is a row shape too: a 1-D gradient for a 1-D input.
+    let (rows, g1) = plan
+        .backward_rows(&ndarray::Array1::<f64>::ones(2), Pooling::Sum)
+        .unwrap();
+    assert_eq!((rows, g1), (ndarray::array![0, 3], ndarray::array![1.0, 2.0]));
     for pooling in [Pooling::Prod, Pooling::Max, Pooling::Min] {
         let e = plan.backward_into(&g, pooling, &mut grad).unwrap_err();
         assert!(matches!(e, GatherError::Pooling { .. }), "{e}");

@@ -8,3 +8,4 @@ mod cases;
 mod fixtures;
 mod large;
 mod props;
+mod widths;
