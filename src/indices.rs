@@ -31,6 +31,11 @@ mod private {
 /// assert_eq!(table.gather_elements(&[[2, 0]], 0)?, array![[20, 1]]);
 /// # Ok::<(), GatherError>(())
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an index array this call can read",
+    label = "indices are lent, not given",
+    note = "pass the indices by reference: `&ids` for a `Vec`, an array or a slice (`&ids[..]`), or a view (`ids.view()`); an index type is one of i8-i64, u8-u64, isize, usize"
+)]
 pub trait IndexArray<I, E: Dimension>: private::Sealed {
     /// Calls `f` with the indices as ndarray's reference type (method `op`'s, for the one
     /// error: a 2-D slice of empty rows longer than ndarray's `isize::MAX` elements).

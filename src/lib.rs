@@ -112,6 +112,7 @@ mod prepared;
 mod rank;
 pub mod reduce;
 mod segments;
+mod shape;
 #[cfg(feature = "mpi")]
 #[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
 pub mod shard;
@@ -122,11 +123,12 @@ pub use error::GatherError;
 pub use ext::{GatherExt, GatherReduceExt, ScatterExt};
 pub use index::{GatherIndex, IndexMode};
 pub use indices::{Count, IndexArray, SegmentArray};
-pub use pool::{ParsePoolingError, Pool, PoolElement, Pooling};
+pub use pool::{IntoPool, ParsePoolingError, Pool, PoolElement, Pooling};
 pub use prepared::{GatherPlan, GatherReducePlan};
 pub use rank::GatherRank;
 pub use reduce::{Reducer, Reduction};
 pub use segments::Segments;
+pub use shape::ShapeArg;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

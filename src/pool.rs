@@ -188,7 +188,7 @@ impl FromStr for Pooling {
 /// A [`Pooling`] with its options: per-position weights, an index value to skip, and the
 /// value of empty segments. Made by [`Pooling`]'s `weighted`, `skip` and `fill` (which
 /// chain on `Pool` again, in any order) or from a bare `Pooling` (`Pool: From<Pooling>`):
-/// every method takes `impl Into<Pool>`.
+/// every method takes either ([`IntoPool`]).
 ///
 /// ```
 /// use ndarray::array;
@@ -209,6 +209,48 @@ pub struct Pool<'w, A> {
     /// The skipped index value, exactly (any index type's).
     pub(crate) skip: Option<i128>,
     pub(crate) fill: Option<A>,
+}
+
+mod private {
+    pub trait Sealed {}
+}
+
+/// What every `pool` parameter takes: a bare [`Pooling`] or a [`Pool`] of the table's
+/// element type (its weights and fill are of that type). Sealed.
+///
+/// ```compile_fail
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+///
+/// let table = array![[1.0_f32], [2.0]];
+/// let w = array![0.5_f64, 2.0]; // f64 weights on an f32 table
+/// table.gather_reduce(&[0, 1], Segments::uniform(2), 0, Pooling::Sum.weighted(&w));
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "a pool of `{Self}` cannot pool this table of `{A}`",
+    label = "the weights (or fill) must have the table's element type `{A}`",
+    note = "convert the weights to the table's element type, e.g. `w.mapv(|v| v as f32)`, or the table to theirs"
+)]
+pub trait IntoPool<'w, A>: private::Sealed {
+    /// The pool.
+    #[doc(hidden)]
+    fn into_pool(self) -> Pool<'w, A>;
+}
+
+impl private::Sealed for Pooling {}
+impl<'w, A> IntoPool<'w, A> for Pooling {
+    #[inline]
+    fn into_pool(self) -> Pool<'w, A> {
+        self.into()
+    }
+}
+
+impl<A> private::Sealed for Pool<'_, A> {}
+impl<'w, A> IntoPool<'w, A> for Pool<'w, A> {
+    #[inline]
+    fn into_pool(self) -> Pool<'w, A> {
+        self
+    }
 }
 
 impl<A> From<Pooling> for Pool<'_, A> {

@@ -8,7 +8,7 @@ use crate::call::reduce::{self, Out};
 use crate::error::GatherError;
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
-use crate::pool::{Pool, PoolElement};
+use crate::pool::{IntoPool, PoolElement};
 use crate::segments::Segments;
 
 /// The gather fused with its reduction: embedding bags, segment reductions and graph
@@ -97,7 +97,7 @@ where
         indices: impl IndexArray<I, E>,
         segments: Segments<'_, J>,
         axis: impl AxisArg,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
     ) -> Result<Array<A, D>, GatherError>
     where
         A: 'w,
@@ -105,7 +105,8 @@ where
         let op = "gather_reduce";
         let x = self.array_ref();
         indices.with_ref(op, |ix| {
-            reduce::gather_reduce(op, x, ix, &segments, axis.signed(), pool.into(), Out::Fresh)?.fresh(op)
+            reduce::gather_reduce(op, x, ix, &segments, axis.signed(), pool.into_pool(), Out::Fresh)?
+                .fresh(op)
         })
     }
 
@@ -132,7 +133,7 @@ where
         indices: impl IndexArray<I, E>,
         segments: Segments<'_, J>,
         axis: impl AxisArg,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
         out: &mut ArrayRef<A, D>,
     ) -> Result<(), GatherError>
     where
@@ -141,8 +142,16 @@ where
         let op = "gather_reduce_into";
         let x = self.array_ref();
         indices.with_ref(op, |ix| {
-            reduce::gather_reduce(op, x, ix, &segments, axis.signed(), pool.into(), Out::Into(out))
-                .map(|_| ())
+            reduce::gather_reduce(
+                op,
+                x,
+                ix,
+                &segments,
+                axis.signed(),
+                pool.into_pool(),
+                Out::Into(out),
+            )
+            .map(|_| ())
         })
     }
 
@@ -173,7 +182,7 @@ where
         indices: impl IndexArray<I, E>,
         segments: Segments<'_, J>,
         axis: impl AxisArg,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
     ) -> Result<(Array<A, D>, Array<usize, D>), GatherError>
     where
         A: 'w,
@@ -181,7 +190,8 @@ where
         let op = "gather_reduce_arg";
         let x = self.array_ref();
         indices.with_ref(op, |ix| {
-            reduce::gather_reduce(op, x, ix, &segments, axis.signed(), pool.into(), Out::Arg)?.with_arg(op)
+            reduce::gather_reduce(op, x, ix, &segments, axis.signed(), pool.into_pool(), Out::Arg)?
+                .with_arg(op)
         })
     }
 
@@ -210,7 +220,7 @@ where
         &self,
         segments: Segments<'_, J>,
         axis: impl AxisArg,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
     ) -> Result<Array<A, D>, GatherError>
     where
         A: 'w,
@@ -221,7 +231,7 @@ where
             self.array_ref(),
             &segments,
             axis.signed(),
-            pool.into(),
+            pool.into_pool(),
             Out::Fresh,
         )?
         .fresh(op)
@@ -246,7 +256,7 @@ where
         &self,
         segments: Segments<'_, J>,
         axis: impl AxisArg,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
         out: &mut ArrayRef<A, D>,
     ) -> Result<(), GatherError>
     where
@@ -258,7 +268,7 @@ where
             self.array_ref(),
             &segments,
             axis.signed(),
-            pool.into(),
+            pool.into_pool(),
             Out::Into(out),
         )
         .map(|_| ())

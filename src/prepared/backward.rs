@@ -13,7 +13,7 @@ use crate::kernel::BadIndex;
 use crate::kernel::reduce::{ArgRows, ByRow, Geometry, Pooler, Scale, Target, backward, backward_arg};
 use crate::layout::unravel;
 use crate::plan::reduce::{ReduceWalk, row_loops};
-use crate::pool::{Pool, PoolElement, Pooling};
+use crate::pool::{IntoPool, Pool, PoolElement, Pooling};
 
 /// A plan's positions by row ([`ByRow`]), made when a backward first asks for them
 /// (`None`: they do not fit `u32` or memory). Two plans equal but for it are equal: it
@@ -124,12 +124,12 @@ impl GatherReducePlan {
     pub fn backward_into<'w, A: PoolElement + 'w, D: Dimension>(
         &self,
         grad_out: &ArrayRef<A, D>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
         grad_in: &mut ArrayRef<A, D>,
     ) -> Result<(), GatherError> {
         const OP: &str = "GatherReducePlan::backward_into";
         self.check_grads(OP, grad_out, Some(grad_in))?;
-        let pool = pool.into();
+        let pool = pool.into_pool();
         self.check_backward_pool(OP, &pool)?;
         self.run_backward(OP, grad_out, pool, Grad::Dense(grad_in))
     }
@@ -160,11 +160,11 @@ impl GatherReducePlan {
     pub fn backward_rows<'w, A: PoolElement + 'w, D: Dimension>(
         &self,
         grad_out: &ArrayRef<A, D>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
     ) -> Result<(Array1<usize>, Array<A, D>), GatherError> {
         const OP: &str = "GatherReducePlan::backward_rows";
         self.check_grads::<A, D>(OP, grad_out, None)?;
-        let pool = pool.into();
+        let pool = pool.into_pool();
         self.check_backward_pool(OP, &pool)?;
         let t = self.by_row(OP)?;
         let mut dim = grad_out.raw_dim();

@@ -4,7 +4,9 @@
 
 use std::marker::PhantomData;
 
-use ndarray::{ArrayRef, Dimension, IntoDimension};
+use ndarray::{ArrayRef, Dimension};
+
+use crate::shape::ShapeArg;
 
 use super::positions::{Positions, broadcast_positions, resolved};
 use super::standard::{Lowered, fold_runs, standard};
@@ -39,8 +41,8 @@ impl GatherPlan {
     /// assert_eq!(plan.apply(&img)?, array![[[[120, 121]], [[0, 1]]]]);
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn multiaxis<I: GatherIndex, E: Dimension>(
-        input_shape: impl IntoDimension,
+    pub fn multiaxis<M, I: GatherIndex, E: Dimension>(
+        input_shape: impl ShapeArg<M>,
         indices: impl IndexArray<I, E>,
         axes: &[usize],
     ) -> Result<GatherPlan<E>, GatherError> {
@@ -76,7 +78,7 @@ impl GatherPlan {
     /// assert!(e.to_string().starts_with("GatherPlan::gather: index 1000 at position [0]"));
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn gather<Sh: IntoDimension, I: GatherIndex, E: GatherRank<Sh::Dim>>(
+    pub fn gather<M, Sh: ShapeArg<M>, I: GatherIndex, E: GatherRank<Sh::Dim>>(
         input_shape: Sh,
         indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
@@ -107,8 +109,8 @@ impl GatherPlan {
     /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3, 1], [6, 5]]);
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn gather_elements<I: GatherIndex, E: Dimension>(
-        input_shape: impl IntoDimension,
+    pub fn gather_elements<M, I: GatherIndex, E: Dimension>(
+        input_shape: impl ShapeArg<M>,
         indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
     ) -> Result<GatherPlan<E>, GatherError> {
@@ -142,8 +144,8 @@ impl GatherPlan {
     /// }
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn gather_nd<I: GatherIndex, E: Dimension>(
-        input_shape: impl IntoDimension,
+    pub fn gather_nd<M, I: GatherIndex, E: Dimension>(
+        input_shape: impl ShapeArg<M>,
         indices: impl IndexArray<I, E>,
         batch_dims: usize,
     ) -> Result<GatherPlan, GatherError> {
@@ -172,8 +174,8 @@ impl GatherPlan {
     /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3], [4]].into_dyn());
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn gather_batched<I: GatherIndex, E: Dimension>(
-        input_shape: impl IntoDimension,
+    pub fn gather_batched<M, I: GatherIndex, E: Dimension>(
+        input_shape: impl ShapeArg<M>,
         indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
         batch_dims: usize,
@@ -203,7 +205,7 @@ impl GatherPlan {
     /// assert_eq!(plan.apply(&array![[1, 2], [3, 4]])?, array![4, 1].into_dyn());
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn take<Sh: IntoDimension, I: GatherIndex, E: GatherRank<Sh::Dim>, X: TakeAxis>(
+    pub fn take<M, Sh: ShapeArg<M>, I: GatherIndex, E: GatherRank<Sh::Dim>, X: TakeAxis>(
         input_shape: Sh,
         indices: impl IndexArray<I, E>,
         axis: X,
@@ -229,8 +231,8 @@ impl GatherPlan {
     /// assert_eq!(plan.apply(&array![[1, 2, 3], [4, 5, 6]])?, array![[3, 1], [6, 4]]);
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn take_along_axis<I: GatherIndex, E: Dimension>(
-        input_shape: impl IntoDimension,
+    pub fn take_along_axis<M, I: GatherIndex, E: Dimension>(
+        input_shape: impl ShapeArg<M>,
         indices: impl IndexArray<I, E>,
         axis: impl AxisArg,
     ) -> Result<GatherPlan<E>, GatherError> {
@@ -247,14 +249,14 @@ impl GatherPlan {
     /// Lowers the gather over a stand-in input of the shape, checks and resolves the
     /// indices: into input offsets for a tiny output, else into positions, with which the
     /// gather is lowered once more for standard-layout inputs.
-    fn new<I: GatherIndex, E: Dimension, O: Dimension>(
+    fn new<M, I: GatherIndex, E: Dimension, O: Dimension>(
         op: &'static str,
         lowering: Lowering,
-        input_shape: impl IntoDimension,
+        input_shape: impl ShapeArg<M>,
         indices: impl IndexArray<I, E>,
         mode: IndexMode,
     ) -> Result<GatherPlan<O>, GatherError> {
-        let input_shape = input_shape.into_dimension();
+        let input_shape = input_shape.into_dim();
         indices.with_ref(op, |indices| {
             Self::build(op, lowering, input_shape.slice(), indices, mode)
         })

@@ -66,7 +66,7 @@ use crate::small::Small;
 /// Sync`, and one plan can serve many threads.
 ///
 /// # The input shape and the output's type
-/// The input shape is anything `ndarray::IntoDimension` takes: `x.shape()`, `x.dim()`,
+/// The input shape is anything [`ShapeArg`](crate::ShapeArg) takes: `x.shape()`, `x.dim()`,
 /// `x.raw_dim()`, `[4, 2]`, `(4, 2)`. The type parameter is the outputs' dimension type,
 /// as the method's: plans of the methods that keep the rank
 /// ([`multiaxis`](GatherPlan::multiaxis), [`gather_elements`](GatherPlan::gather_elements),

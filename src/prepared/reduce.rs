@@ -1,7 +1,7 @@
 //! [`GatherReducePlan`]: a gather-reduce's indices checked and resolved, and its segments
 //! sorted into CSR, once, for many inputs (a graph's every layer and epoch).
 
-use ndarray::{Array, ArrayRef, Dimension, IntoDimension};
+use ndarray::{Array, ArrayRef, Dimension};
 
 use super::backward::Turned;
 use crate::axis::{AxisArg, normalize_axis};
@@ -11,8 +11,9 @@ use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, sorted};
 use crate::plan::reduce::ReduceWalk;
-use crate::pool::{Pool, PoolElement};
+use crate::pool::{IntoPool, Pool, PoolElement};
 use crate::segments::{Checked, Segments};
+use crate::shape::ShapeArg;
 
 /// A prepared gather-reduce: the indices checked and resolved, and the positions sorted
 /// by segment (counting sort: `ids` become CSR) once, when the plan is made; then applied
@@ -81,8 +82,8 @@ impl GatherReducePlan {
     /// # Errors
     /// As `gather_reduce`'s (but the pool's): the axis, the segments, the indices; and
     /// [`SizeOverflow`](GatherError::SizeOverflow) if the plan cannot be allocated.
-    pub fn new<I: GatherIndex, E: Dimension, J: GatherIndex>(
-        shape: impl IntoDimension,
+    pub fn new<M, I: GatherIndex, E: Dimension, J: GatherIndex>(
+        shape: impl ShapeArg<M>,
         indices: impl IndexArray<I, E>,
         segments: Segments<'_, J>,
         axis: impl AxisArg,
@@ -112,8 +113,8 @@ impl GatherReducePlan {
     ///
     /// # Errors
     /// As [`new`](Self::new).
-    pub fn new_skipping<I: GatherIndex, E: Dimension, J: GatherIndex>(
-        shape: impl IntoDimension,
+    pub fn new_skipping<M, I: GatherIndex, E: Dimension, J: GatherIndex>(
+        shape: impl ShapeArg<M>,
         indices: impl IndexArray<I, E>,
         skip: impl GatherIndex,
         segments: Segments<'_, J>,
@@ -131,15 +132,15 @@ impl GatherReducePlan {
 
     /// A plan for `shape` with `skip` as the exempt index value, if any; errors named
     /// after `op`.
-    pub(crate) fn build<I: GatherIndex, E: Dimension, J: GatherIndex>(
+    pub(crate) fn build<M, I: GatherIndex, E: Dimension, J: GatherIndex>(
         op: &'static str,
-        shape: impl IntoDimension,
+        shape: impl ShapeArg<M>,
         indices: impl IndexArray<I, E>,
         skip: Option<i128>,
         segments: Segments<'_, J>,
         axis: isize,
     ) -> Result<Self, GatherError> {
-        let shape = shape.into_dimension();
+        let shape = shape.into_dim();
         let shape = shape.slice();
         let axis = normalize_axis(op, axis, shape.len())?;
         indices.with_ref(op, |ix| {
@@ -212,9 +213,9 @@ impl GatherReducePlan {
     pub fn apply<'w, A: PoolElement + 'w, D: Dimension>(
         &self,
         x: &ArrayRef<A, D>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
     ) -> Result<Array<A, D>, GatherError> {
-        self.run("GatherReducePlan::apply", x, pool.into(), Out::Fresh)?
+        self.run("GatherReducePlan::apply", x, pool.into_pool(), Out::Fresh)?
             .fresh("GatherReducePlan::apply")
     }
 
@@ -238,11 +239,16 @@ impl GatherReducePlan {
     pub fn apply_into<'w, A: PoolElement + 'w, D: Dimension>(
         &self,
         x: &ArrayRef<A, D>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
         out: &mut ArrayRef<A, D>,
     ) -> Result<(), GatherError> {
-        self.run("GatherReducePlan::apply_into", x, pool.into(), Out::Into(out))
-            .map(|_| ())
+        self.run(
+            "GatherReducePlan::apply_into",
+            x,
+            pool.into_pool(),
+            Out::Into(out),
+        )
+        .map(|_| ())
     }
 
     /// [`apply`](Self::apply) with `Max` or `Min` and, for each output element, the
@@ -267,10 +273,10 @@ impl GatherReducePlan {
     pub fn apply_arg<'w, A: PoolElement + 'w, D: Dimension>(
         &self,
         x: &ArrayRef<A, D>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
     ) -> Result<(Array<A, D>, Array<usize, D>), GatherError> {
         let op = "GatherReducePlan::apply_arg";
-        self.run(op, x, pool.into(), Out::Arg)?.with_arg(op)
+        self.run(op, x, pool.into_pool(), Out::Arg)?.with_arg(op)
     }
 
     /// [`apply_arg`](Self::apply_arg) into `out` and `arg`, which must both have the
@@ -293,14 +299,14 @@ impl GatherReducePlan {
     pub fn apply_arg_into<'w, A: PoolElement + 'w, D: Dimension>(
         &self,
         x: &ArrayRef<A, D>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
         out: &mut ArrayRef<A, D>,
         arg: &mut ArrayRef<usize, D>,
     ) -> Result<(), GatherError> {
         self.run(
             "GatherReducePlan::apply_arg_into",
             x,
-            pool.into(),
+            pool.into_pool(),
             Out::ArgInto(out, arg),
         )
         .map(|_| ())

@@ -13,7 +13,7 @@ use super::{ShardedPlan, ShardedTable, Traffic};
 use crate::call::reduce::check_pool;
 use crate::error::{GatherError, internal};
 use crate::kernel::reduce::{Pooler, Scale, Tally};
-use crate::pool::{Pool, PoolElement, Pooling};
+use crate::pool::{IntoPool, Pool, PoolElement, Pooling};
 
 impl ShardedPlan {
     /// Adds the gradient of the plan's gather-reduce with `pool` into `grad`, a sharded
@@ -54,7 +54,7 @@ impl ShardedPlan {
     pub fn backward_into<'w, C, A, D>(
         &self,
         grad_out: &ArrayRef<A, D>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
         grad: &mut ShardedTable<'_, C, A, D>,
     ) -> Result<(), GatherError>
     where
@@ -63,7 +63,7 @@ impl ShardedPlan {
         D: Dimension,
     {
         let op = "ShardedPlan::backward_into";
-        let pool = pool.into();
+        let pool = pool.into_pool();
         let local = (|| {
             self.check_table(op, grad)?;
             let expected: Vec<usize> = std::iter::once(self.count)

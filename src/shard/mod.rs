@@ -68,7 +68,7 @@ use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::layout::checked_len;
 use crate::plan::policy::SHARD_CHUNK_ELEMENTS;
-use crate::pool::{Pool, PoolElement};
+use crate::pool::{IntoPool, Pool, PoolElement};
 use crate::rank::GatherRank;
 use crate::segments::{Checked, Segments};
 
@@ -348,13 +348,13 @@ where
         &self,
         indices: impl IndexArray<I, E>,
         segments: Segments<'_, J>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
     ) -> Result<Array<A, D>, GatherError>
     where
         A: 'w,
     {
         let op = "ShardedTable::gather_reduce";
-        let (out, _) = self.reduce(op, indices, segments, pool.into(), false)?;
+        let (out, _) = self.reduce(op, indices, segments, pool.into_pool(), false)?;
         into_dim(op, out)
     }
 
@@ -370,13 +370,13 @@ where
         &self,
         indices: impl IndexArray<I, E>,
         segments: Segments<'_, J>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
     ) -> Result<(Array<A, D>, Array<usize, D>), GatherError>
     where
         A: 'w,
     {
         let op = "ShardedTable::gather_reduce_arg";
-        let (out, arg) = self.reduce(op, indices, segments, pool.into(), true)?;
+        let (out, arg) = self.reduce(op, indices, segments, pool.into_pool(), true)?;
         let arg = arg.ok_or_else(|| internal(op, "an argmax was asked for"))?;
         Ok((into_dim(op, out)?, into_dim(op, arg)?))
     }

@@ -15,7 +15,7 @@ use crate::call::reduce::check_pool;
 use crate::error::GatherError;
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
-use crate::pool::{Pool, PoolElement};
+use crate::pool::{IntoPool, Pool, PoolElement};
 use crate::prepared::GatherReducePlan;
 use crate::segments::{Checked, Segments};
 
@@ -210,7 +210,7 @@ impl ShardedPlan {
     pub fn apply<'w, C, A, D>(
         &self,
         table: &ShardedTable<'_, C, A, D>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
     ) -> Result<Array<A, D>, GatherError>
     where
         C: Communicator + CommunicatorCollectives,
@@ -218,7 +218,7 @@ impl ShardedPlan {
         D: Dimension,
     {
         let op = "ShardedPlan::apply";
-        let (out, _) = self.run(op, table, pool.into(), false, None)?;
+        let (out, _) = self.run(op, table, pool.into_pool(), false, None)?;
         into_dim(
             op,
             out.ok_or_else(|| crate::error::internal(op, "an output was asked for"))?,
@@ -233,7 +233,7 @@ impl ShardedPlan {
     pub fn apply_into<'w, C, A, D>(
         &self,
         table: &ShardedTable<'_, C, A, D>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
         out: &mut ArrayRef<A, D>,
     ) -> Result<(), GatherError>
     where
@@ -242,7 +242,7 @@ impl ShardedPlan {
         D: Dimension,
     {
         let op = "ShardedPlan::apply_into";
-        if let (Some(got), _) = self.run(op, table, pool.into(), false, Some(out))? {
+        if let (Some(got), _) = self.run(op, table, pool.into_pool(), false, Some(out))? {
             out.assign(&into_dim::<A, D>(op, got)?);
         }
         Ok(())
@@ -258,7 +258,7 @@ impl ShardedPlan {
     pub fn apply_arg<'w, C, A, D>(
         &self,
         table: &ShardedTable<'_, C, A, D>,
-        pool: impl Into<Pool<'w, A>>,
+        pool: impl IntoPool<'w, A>,
     ) -> Result<(Array<A, D>, Array<usize, D>), GatherError>
     where
         C: Communicator + CommunicatorCollectives,
@@ -266,7 +266,7 @@ impl ShardedPlan {
         D: Dimension,
     {
         let op = "ShardedPlan::apply_arg";
-        let (out, arg) = self.run(op, table, pool.into(), true, None)?;
+        let (out, arg) = self.run(op, table, pool.into_pool(), true, None)?;
         match (out, arg) {
             (Some(out), Some(arg)) => Ok((into_dim(op, out)?, into_dim(op, arg)?)),
             _ => Err(crate::error::internal(op, "an argmax was asked for")),

@@ -231,3 +231,52 @@ fn a_newcomers_bags_and_plans_compile_and_agree() {
     let dynamic: ArrayD<f32> = GatherPlan::gather(t.shape(), &ids, 0).unwrap().apply(&t).unwrap();
     assert_eq!(dynamic, rows.into_dyn());
 }
+
+/// Shapes in every form Rust code holds them (decision 58): what `IntoDimension` takes,
+/// and `&Vec<usize>` and `&[usize; N]`, as 0.2 took them; the fixed forms keep a typed
+/// plan's rank.
+#[test]
+fn shapes_come_from_vecs_arrays_tuples_and_references() {
+    let x = table();
+    let shape: Vec<usize> = x.shape().to_vec();
+    let fixed: [usize; 2] = [4, 3];
+    let ids = [3_i64, 0];
+    let want = x.gather(&ids, 0).unwrap();
+    // Typed: the fixed forms give an `Array2`.
+    let typed: [GatherPlan<Ix2>; 5] = [
+        GatherPlan::gather(&fixed, &ids, 0).unwrap(),
+        GatherPlan::gather(fixed, &ids, 0).unwrap(),
+        GatherPlan::gather(&[4, 3], &ids, 0).unwrap(),
+        GatherPlan::gather((4, 3), &ids, 0).unwrap(),
+        GatherPlan::gather(x.raw_dim(), &ids, 0).unwrap(),
+    ];
+    for plan in &typed {
+        let out: Array2<i32> = plan.apply(&x).unwrap();
+        assert_eq!(out, want);
+    }
+    // Dynamic: slices and `Vec`s, by value or by reference.
+    let dynamic: [GatherPlan<IxDyn>; 4] = [
+        GatherPlan::gather(&shape, &ids, 0).unwrap(),
+        GatherPlan::gather(&shape[..], &ids, 0).unwrap(),
+        GatherPlan::gather(shape.clone(), &ids, 0).unwrap(),
+        GatherPlan::gather(x.shape(), &ids, 0).unwrap(),
+    ];
+    for plan in &dynamic {
+        assert_eq!(plan.apply(&x).unwrap(), want.clone().into_dyn());
+    }
+    let segs = Segments::uniform(1);
+    let plans = [
+        GatherReducePlan::new(&shape, &ids, segs, 0).unwrap(),
+        GatherReducePlan::new(&fixed, &ids, segs, 0).unwrap(),
+        GatherReducePlan::new_skipping(&shape, &ids, -1, segs, 0).unwrap(),
+        GatherPlan::gather_elements(&shape, &array![[0_i64, 1, 2]], 0)
+            .map(|_| GatherReducePlan::new(x.dim(), &ids, segs, 0).unwrap())
+            .unwrap(),
+    ];
+    for plan in &plans {
+        assert_eq!(plan.apply(&x, Pooling::Sum).unwrap(), want);
+    }
+    // A bad shape in a Vec is still the plan's error, naming it.
+    let e = GatherReducePlan::new(&vec![4_usize], &[9_i64], segs, 0).unwrap_err();
+    assert!(e.to_string().starts_with("GatherReducePlan::new: index 9"), "{e}");
+}
