@@ -105,6 +105,7 @@ mod indices;
 mod kernel;
 mod layout;
 mod lower;
+mod machine;
 mod plan;
 mod pool;
 pub mod prelude;

@@ -159,154 +159,18 @@ pub(crate) enum Checked<'a, J> {
 impl<'a, J: GatherIndex> Checked<'a, J> {
     /// Checks `segments` for `positions` positions: the first bad entry is the error.
     pub fn new(op: &'static str, segments: &Segments<'a, J>, positions: usize) -> Result<Self, GatherError> {
-        let bad = |kind: &'static str, entry: usize, value: i128, detail: String| GatherError::Segments {
-            op,
-            kind,
-            entry,
-            value,
-            detail,
-        };
-        let total = positions as i128;
-        // Offsets and starts: non-decreasing from 0, at most the positions; the last entry
-        // of `o` (which the caller checks further).
-        // (`range` is formatted only for an error: a tiny call would feel it.)
-        // (`range` is formatted only for an error: a tiny call would feel it.)
-        let rising = |kind: &'static str,
-                      first: &str,
-                      o: &ArrayView1<'_, J>,
-                      range: &dyn Fn() -> String|
-         -> Result<i128, GatherError> {
-            let mut prev = 0;
-            for (e, v) in o.iter().map(|v| v.to_i128()).enumerate() {
-                if e == 0 && v != 0 {
-                    return Err(bad(kind, 0, v, format!("the first {first} must be 0")));
-                }
-                if v < prev || v > total {
-                    return Err(bad(
-                        kind,
-                        e,
-                        v,
-                        format!("{kind} must be non-decreasing, {}", range()),
-                    ));
-                }
-                prev = v;
-            }
-            Ok(prev)
-        };
+        let c = Check { op, positions };
         match &segments.kind {
-            Kind::Indptr(o) => {
-                let last = rising("indptr", "entry of indptr", o, &|| {
-                    format!("from 0 to the {positions} positions")
-                })?;
-                match o.len() {
-                    0 => Err(bad(
-                        "indptr",
-                        0,
-                        0,
-                        "there are no entries: indptr needs S + 1, the first 0".into(),
-                    )),
-                    n if last != total => Err(bad(
-                        "indptr",
-                        n - 1,
-                        last,
-                        format!(
-                            "the last entry of indptr must be the number of positions, {positions} (torch's offsets are Segments::starts)"
-                        ),
-                    )),
-                    n => Ok(Checked::Sorted(Bounds::Offsets(*o), n - 1)),
-                }
-            }
+            Kind::Indptr(o) => c.indptr(o),
             Kind::Starts(o) => {
-                rising("starts", "start", o, &|| {
+                c.rising("starts", "start", o, &|| {
                     format!("from 0 and at most the {positions} positions")
                 })?;
                 Ok(Checked::Sorted(Bounds::Starts(*o, positions), o.len()))
             }
-            Kind::Lengths(l) => {
-                let mut offsets = Vec::with_capacity(l.len() + 1);
-                offsets.push(0);
-                let mut sum: i128 = 0;
-                for (e, v) in l.iter().map(|v| v.to_i128()).enumerate() {
-                    if v < 0 {
-                        return Err(bad("lengths", e, v, "lengths must not be negative".into()));
-                    }
-                    sum += v;
-                    if sum > total {
-                        return Err(bad(
-                            "lengths",
-                            e,
-                            v,
-                            format!(
-                                "the lengths sum to {sum} by this entry, but there are {positions} positions"
-                            ),
-                        ));
-                    }
-                    offsets.push(sum as usize);
-                }
-                if sum != total {
-                    let (e, v) = l.len().checked_sub(1).map_or((0, 0), |e| (e, l[e].to_i128()));
-                    return Err(bad(
-                        "lengths",
-                        e,
-                        v,
-                        format!("the lengths sum to {sum}, but there are {positions} positions"),
-                    ));
-                }
-                Ok(Checked::Sorted(Bounds::Owned(offsets), l.len()))
-            }
-            Kind::Uniform(len) => match usize::try_from(*len) {
-                Ok(l) if l > 0 && positions.is_multiple_of(l) => {
-                    Ok(Checked::Sorted(Bounds::Uniform(l), positions / l))
-                }
-                _ if *len <= 0 => Err(bad(
-                    "uniform",
-                    0,
-                    *len,
-                    "the length of uniform segments must be positive".into(),
-                )),
-                _ => Err(bad(
-                    "uniform",
-                    0,
-                    *len,
-                    format!("{positions} positions do not divide into segments of {len}"),
-                )),
-            },
-            Kind::Ids(ids, count) => {
-                let Ok(count) = usize::try_from(*count) else {
-                    return Err(bad(
-                        "ids",
-                        0,
-                        *count,
-                        format!("the segment count {count} is negative"),
-                    ));
-                };
-                if ids.len() != positions {
-                    return Err(bad(
-                        "ids",
-                        ids.len(),
-                        ids.len() as i128,
-                        format!(
-                            "there are {} ids for {positions} positions (one id per position)",
-                            ids.len()
-                        ),
-                    ));
-                }
-                let n = count as i128;
-                if let Some((e, v)) = ids
-                    .iter()
-                    .map(|v| v.to_i128())
-                    .enumerate()
-                    .find(|&(_, v)| v < 0 || v >= n)
-                {
-                    return Err(bad(
-                        "ids",
-                        e,
-                        v,
-                        format!("ids must be in 0..{count}, the segment count"),
-                    ));
-                }
-                Ok(Checked::Ids(*ids, count))
-            }
+            Kind::Lengths(l) => c.lengths(l),
+            Kind::Uniform(len) => c.uniform(*len),
+            Kind::Ids(ids, count) => c.ids(ids, *count),
         }
     }
 
@@ -375,5 +239,160 @@ impl<J: GatherIndex> Bounds<'_, J> {
             Bounds::Owned(o) => o[s]..o[s + 1],
             Bounds::Uniform(len) => s * len..(s + 1) * len,
         }
+    }
+}
+
+/// One call's segment check: the method and its number of positions.
+struct Check {
+    op: &'static str,
+    positions: usize,
+}
+
+impl Check {
+    fn bad(&self, kind: &'static str, entry: usize, value: i128, detail: String) -> GatherError {
+        GatherError::Segments {
+            op: self.op,
+            kind,
+            entry,
+            value,
+            detail,
+        }
+    }
+
+    /// Offsets and starts: non-decreasing from 0, at most the positions; the last entry
+    /// of `o` (which the caller checks further). (`range` is formatted only for an error:
+    /// a tiny call would feel it.)
+    fn rising<J: GatherIndex>(
+        &self,
+        kind: &'static str,
+        first: &str,
+        o: &ArrayView1<'_, J>,
+        range: &dyn Fn() -> String,
+    ) -> Result<i128, GatherError> {
+        let mut prev = 0;
+        for (e, v) in o.iter().map(|v| v.to_i128()).enumerate() {
+            if e == 0 && v != 0 {
+                return Err(self.bad(kind, 0, v, format!("the first {first} must be 0")));
+            }
+            if v < prev || v > self.positions as i128 {
+                return Err(self.bad(kind, e, v, format!("{kind} must be non-decreasing, {}", range())));
+            }
+            prev = v;
+        }
+        Ok(prev)
+    }
+
+    fn indptr<'a, J: GatherIndex>(&self, o: &ArrayView1<'a, J>) -> Result<Checked<'a, J>, GatherError> {
+        let positions = self.positions;
+        let last = self.rising("indptr", "entry of indptr", o, &|| {
+            format!("from 0 to the {positions} positions")
+        })?;
+        match o.len() {
+            0 => Err(self.bad(
+                "indptr",
+                0,
+                0,
+                "there are no entries: indptr needs S + 1, the first 0".into(),
+            )),
+            n if last != positions as i128 => Err(self.bad(
+                "indptr",
+                n - 1,
+                last,
+                format!(
+                    "the last entry of indptr must be the number of positions, {positions} (torch's offsets are Segments::starts)"
+                ),
+            )),
+            n => Ok(Checked::Sorted(Bounds::Offsets(*o), n - 1)),
+        }
+    }
+
+    fn lengths<'a, J: GatherIndex>(&self, l: &ArrayView1<'a, J>) -> Result<Checked<'a, J>, GatherError> {
+        let positions = self.positions;
+        let mut offsets = Vec::with_capacity(l.len() + 1);
+        offsets.push(0);
+        let mut sum: i128 = 0;
+        for (e, v) in l.iter().map(|v| v.to_i128()).enumerate() {
+            if v < 0 {
+                return Err(self.bad("lengths", e, v, "lengths must not be negative".into()));
+            }
+            sum += v;
+            if sum > positions as i128 {
+                return Err(self.bad(
+                    "lengths",
+                    e,
+                    v,
+                    format!("the lengths sum to {sum} by this entry, but there are {positions} positions"),
+                ));
+            }
+            offsets.push(sum as usize);
+        }
+        if sum != positions as i128 {
+            let (e, v) = l.len().checked_sub(1).map_or((0, 0), |e| (e, l[e].to_i128()));
+            return Err(self.bad(
+                "lengths",
+                e,
+                v,
+                format!("the lengths sum to {sum}, but there are {positions} positions"),
+            ));
+        }
+        Ok(Checked::Sorted(Bounds::Owned(offsets), l.len()))
+    }
+
+    fn uniform<'a, J>(&self, len: i128) -> Result<Checked<'a, J>, GatherError> {
+        let positions = self.positions;
+        match usize::try_from(len) {
+            Ok(l) if l > 0 && positions.is_multiple_of(l) => {
+                Ok(Checked::Sorted(Bounds::Uniform(l), positions / l))
+            }
+            _ if len <= 0 => Err(self.bad(
+                "uniform",
+                0,
+                len,
+                "the length of uniform segments must be positive".into(),
+            )),
+            _ => Err(self.bad(
+                "uniform",
+                0,
+                len,
+                format!("{positions} positions do not divide into segments of {len}"),
+            )),
+        }
+    }
+
+    fn ids<'a, J: GatherIndex>(
+        &self,
+        ids: &ArrayView1<'a, J>,
+        count: i128,
+    ) -> Result<Checked<'a, J>, GatherError> {
+        let Ok(count) = usize::try_from(count) else {
+            return Err(self.bad("ids", 0, count, format!("the segment count {count} is negative")));
+        };
+        if ids.len() != self.positions {
+            return Err(self.bad(
+                "ids",
+                ids.len(),
+                ids.len() as i128,
+                format!(
+                    "there are {} ids for {} positions (one id per position)",
+                    ids.len(),
+                    self.positions
+                ),
+            ));
+        }
+        let n = count as i128;
+        if let Some((e, v)) = ids
+            .iter()
+            .map(|v| v.to_i128())
+            .enumerate()
+            .find(|&(_, v)| v < 0 || v >= n)
+        {
+            return Err(self.bad(
+                "ids",
+                e,
+                v,
+                format!("ids must be in 0..{count}, the segment count"),
+            ));
+        }
+        Ok(Checked::Ids(*ids, count))
     }
 }

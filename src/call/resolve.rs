@@ -9,9 +9,10 @@ use super::Call;
 use crate::error::{GatherError, internal};
 use crate::index::{GatherIndex, IndexMode, Raise, Resolve, resolve};
 use crate::kernel::BadIndex;
-use crate::kernel::schedule::{self, Ranges};
+use crate::kernel::schedule;
 use crate::layout::unravel;
 use crate::plan::Plan;
+use crate::plan::Ranges;
 use crate::plan::policy::RESOLVE_RANGE_BYTES;
 
 impl<S: RawData, I: GatherIndex> Call<'_, S, I> {

@@ -11,19 +11,8 @@
 use std::any::Any;
 
 use super::BadIndex;
-
-/// The threads a job list may use: the current rayon pool's (1 without the feature).
-#[inline]
-pub(crate) fn threads() -> usize {
-    #[cfg(feature = "rayon")]
-    {
-        rayon::current_num_threads()
-    }
-    #[cfg(not(feature = "rayon"))]
-    {
-        1
-    }
-}
+#[cfg(feature = "rayon")]
+use crate::machine::threads;
 
 /// How a parallel run of jobs ended.
 pub(crate) struct Outcome {
@@ -147,47 +136,10 @@ pub(crate) fn both<RA: Send, RB: Send>(
     (a(), b())
 }
 
-/// `0..total` cut into `count` ranges of `per` (the last shorter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Ranges {
-    pub total: usize,
-    pub per: usize,
-    pub count: usize,
-}
-
-impl Ranges {
-    /// Ranges of about `chunk_bytes` each for `total` items of `bytes` bytes in all; at
-    /// least two when `total >= 2`.
-    pub fn new(total: usize, bytes: usize, chunk_bytes: usize) -> Ranges {
-        let want = bytes.div_ceil(chunk_bytes.max(1)).clamp(2, total.max(2));
-        let per = total.div_ceil(want).max(1);
-        Ranges {
-            total,
-            per,
-            count: total.div_ceil(per),
-        }
-    }
-
-    /// The same ranges rounded up to whole multiples of `granule` items (a staged group
-    /// of lanes), where at least two remain; unchanged otherwise.
-    pub fn in_multiples_of(self, granule: usize) -> Ranges {
-        let per = self.per.next_multiple_of(granule.max(1));
-        let count = self.total.div_ceil(per);
-        if count < 2 {
-            return self;
-        }
-        Ranges { per, count, ..self }
-    }
-
-    /// Range `c`.
-    pub fn get(&self, c: usize) -> std::ops::Range<usize> {
-        (c * self.per).min(self.total)..((c + 1) * self.per).min(self.total)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Ranges;
 
     #[test]
     fn ranges_cover_everything_once() {

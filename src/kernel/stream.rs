@@ -2,26 +2,7 @@
 //! 64-byte lines with non-temporal stores, which skip reading each line before it is
 //! overwritten (PERFORMANCE.md#block-gathers-w1-w2-w5-w6-w8).
 
-use crate::plan::policy::CACHE_LINE;
-
-/// Whether this CPU streams: x86-64 with AVX (16-byte SSE2 streaming stores do not pay:
-/// PERFORMANCE.md#block-gathers-w1-w2-w5-w6-w8). Never under Miri, which cannot run the
-/// assembly.
-pub(crate) fn available() -> bool {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    {
-        std::arch::is_x86_feature_detected!("avx")
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    false
-}
-
-/// Whether elements of `A` can be streamed: whole lines hold whole elements, and clones
-/// need no drop (a line's clones are made in a local buffer first).
-pub(crate) fn streams<A>() -> bool {
-    let size = size_of::<A>();
-    !std::mem::needs_drop::<A>() && size > 0 && CACHE_LINE.is_multiple_of(size)
-}
+use crate::machine::CACHE_LINE;
 
 /// Whether a run of `n` elements at `dst` pays for streaming (the planner's rule,
 /// [`stream_pays`](crate::plan::stream_pays)).
@@ -107,6 +88,7 @@ impl Drop for Fence {
 #[cfg(all(test, target_arch = "x86_64", not(miri)))]
 mod tests {
     use super::*;
+    use crate::machine::{available, streams};
 
     /// `clone_run` from every start offset within a line and for lengths around whole
     /// lines leaves exactly the cloned elements and nothing else changed.

@@ -22,7 +22,8 @@ mod tile;
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 pub(crate) use self::strategy::stream_pays;
 pub(crate) use self::strategy::{
-    Run, ScatterStrategy, ScatterWay, Stage, Strategy, is_tiny, keeps_offsets, output_group, worth_parallel,
+    Ranges, Run, ScatterStrategy, ScatterWay, Stage, Strategy, is_tiny, keeps_offsets, output_group,
+    worth_parallel,
 };
 use self::tile::tiled;
 pub(crate) use self::tile::{slab, strips};

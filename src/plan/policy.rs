@@ -13,9 +13,9 @@ pub(crate) const SMALL_SIZES: bool = cfg!(any(miri, fuzzing));
 
 // ---- The machine ------------------------------------------------------------------------
 
-/// A cache line, in bytes: what one prefetch asks for, what a streaming store writes whole,
-/// and the alignment of a line buffer (`kernel/stream.rs` spells it in its `repr`).
-pub(crate) const CACHE_LINE: usize = 64;
+/// A cache line, in bytes: a fact of the machine (`machine.rs`), read here as every other
+/// number.
+pub(crate) use crate::machine::CACHE_LINE;
 
 /// The most dimensions whose odometer or strides are kept in a fixed array on the stack
 /// (a rank above it takes the heap): a `Small`'s or an `IxDyn`'s every access branches on

@@ -4,8 +4,15 @@
 
 use super::policy::{REDUCE_JOB_BYTES, REDUCE_SORT_MIN_OUT_BYTES};
 use super::{Loop, merge, worth_parallel};
-use crate::kernel::reduce::Lane;
-use crate::kernel::schedule::threads;
+use crate::machine::threads;
+
+/// One loop of a row: its length and the strides (in elements) of input and output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Lane {
+    pub len: usize,
+    pub x: isize,
+    pub o: isize,
+}
 
 /// The loops of a row: the input's dimensions but `axis`, with the input's strides `x`
 /// and the output's `o`, merged as the gather merges its loops (unit dimensions dropped,

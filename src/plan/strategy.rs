@@ -7,8 +7,7 @@ use std::mem::needs_drop;
 
 use super::policy::*;
 use super::{AxisTerm, Loop, positions, split_innermost};
-use crate::kernel::schedule::{Ranges, threads};
-use crate::kernel::stream;
+use crate::machine::{self, threads};
 
 /// Whether work of `bytes` bytes should run in parallel.
 #[inline]
@@ -95,8 +94,8 @@ impl Strategy {
             && (lane.inp, lane.out) == (1, 1)
             && lane.len * size_of::<A>() >= STREAM_MIN_LANE_BYTES
             && total.saturating_mul(size_of::<A>()) >= STREAM_MIN_BYTES
-            && stream::streams::<A>()
-            && stream::available();
+            && machine::streams::<A>()
+            && machine::available();
         let idx_bytes = usize::from(!axes.is_empty() && lane.idx != 0) * size_of::<I>();
         let bytes = total.saturating_mul(size_of::<A>() + idx_bytes);
         let run = if worth_parallel(bytes) {
@@ -338,5 +337,43 @@ impl Stage {
             (Stage::Slab, [a]) => a.len * lane_len,
             _ => 0,
         }
+    }
+}
+
+/// `0..total` cut into `count` ranges of `per` (the last shorter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Ranges {
+    pub total: usize,
+    pub per: usize,
+    pub count: usize,
+}
+
+impl Ranges {
+    /// Ranges of about `chunk_bytes` each for `total` items of `bytes` bytes in all; at
+    /// least two when `total >= 2`.
+    pub fn new(total: usize, bytes: usize, chunk_bytes: usize) -> Ranges {
+        let want = bytes.div_ceil(chunk_bytes.max(1)).clamp(2, total.max(2));
+        let per = total.div_ceil(want).max(1);
+        Ranges {
+            total,
+            per,
+            count: total.div_ceil(per),
+        }
+    }
+
+    /// The same ranges rounded up to whole multiples of `granule` items (a staged group
+    /// of lanes), where at least two remain; unchanged otherwise.
+    pub fn in_multiples_of(self, granule: usize) -> Ranges {
+        let per = self.per.next_multiple_of(granule.max(1));
+        let count = self.total.div_ceil(per);
+        if count < 2 {
+            return self;
+        }
+        Ranges { per, count, ..self }
+    }
+
+    /// Range `c`.
+    pub fn get(&self, c: usize) -> std::ops::Range<usize> {
+        (c * self.per).min(self.total)..((c + 1) * self.per).min(self.total)
     }
 }

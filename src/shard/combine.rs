@@ -83,74 +83,8 @@ impl Routed {
             route
         };
         let mut route = route;
-        let mut first = vec![NONE; count];
-        let mut kept = vec![0usize; count];
-        let (mut local, mut global, mut per_owner) = (
-            std::mem::take(&mut spare.local),
-            Vec::new(),
-            Vec::with_capacity(ranks),
-        );
-        local.clear();
-        let mut at = 0;
-        for o in 0..ranks {
-            let (start, n) = (global.len(), route.counts[o]);
-            // The owner's segments numbered in increasing order of the caller's, so that
-            // the caller combines their partials into its output in order, not at random.
-            for &p in &route.positions[at..at + n] {
-                let s = segment[p];
-                kept[s] += 1;
-                if first[s] == NONE {
-                    first[s] = 0;
-                    global.push(s);
-                }
-            }
-            // (In order of first appearance already where the segments are ranges.)
-            if !global[start..].is_sorted() {
-                global[start..].sort_unstable();
-            }
-            for (k, &s) in global[start..].iter().enumerate() {
-                first[s] = k as u32;
-            }
-            local.extend(route.positions[at..at + n].iter().map(|&p| first[segment[p]]));
-            for &s in &global[start..] {
-                first[s] = NONE;
-            }
-            let k = global.len() - start;
-            per_owner.push(k);
-            // The owner's positions by local segment (stable: position order within
-            // each), so that it pools sorted ranges rather than sorting ids itself.
-            let segs = &local[at..at + n];
-            if !plan && segs.windows(2).any(|w| w[0] > w[1]) {
-                let mut next = vec![0usize; k + 1];
-                for &s in segs {
-                    next[s as usize + 1] += 1;
-                }
-                for i in 0..k {
-                    next[i + 1] += next[i];
-                }
-                let mut order = vec![0usize; n];
-                for (i, &s) in segs.iter().enumerate() {
-                    order[next[s as usize]] = i;
-                    next[s as usize] += 1;
-                }
-                let permute = |v: &mut [usize]| {
-                    let old = v.to_vec();
-                    v.iter_mut().zip(&order).for_each(|(x, &i)| *x = old[i]);
-                };
-                permute(&mut route.positions[at..at + n]);
-                let old: Vec<u64> = route.ids[at..at + n].to_vec();
-                route.ids[at..at + n]
-                    .iter_mut()
-                    .zip(&order)
-                    .for_each(|(x, &i)| *x = old[i]);
-                let old: Vec<u32> = local[at..at + n].to_vec();
-                local[at..at + n]
-                    .iter_mut()
-                    .zip(&order)
-                    .for_each(|(x, &i)| *x = old[i]);
-            }
-            at += n;
-        }
+        let mut local = std::mem::take(&mut spare.local);
+        let (kept, global, per_owner) = number_segments(&mut route, &segment, count, plan, &mut local);
         let ids = all_to_others(
             comm,
             &route.ids,
@@ -167,31 +101,7 @@ impl Routed {
             traffic,
             std::mem::take(&mut spare.asked_segs),
         );
-        // The owner's side: each source's segments after the previous sources', as CSR
-        // ranges of the rows asked (every local segment has a position).
-        let (mut indptr, mut offset) = (vec![0u64], 0usize);
-        let (mut seg_counts, mut seg_starts, mut batch_start) = (Vec::new(), Vec::new(), Vec::new());
-        let mut from = 0;
-        let mut owner_segs = Vec::new();
-        for &n in &segs_in.counts {
-            let batch = &segs_in.values[from..from + n];
-            let k = batch.iter().map(|&s| s as usize + 1).max().unwrap_or(0);
-            if plan {
-                owner_segs.extend(batch.iter().map(|&s| (offset + s as usize) as u64));
-            }
-            let mut sizes = vec![0u64; k];
-            for &s in batch {
-                sizes[s as usize] += 1;
-            }
-            for c in sizes {
-                indptr.push(indptr[indptr.len() - 1] + c);
-            }
-            batch_start.push(from);
-            seg_starts.push(offset);
-            seg_counts.push(k);
-            offset += k;
-            from += n;
-        }
+        let side = OwnerSide::of(&segs_in.counts, &segs_in.values, plan);
         spare.local = local;
         spare.asked_segs = segs_in.values;
         Routed {
@@ -203,11 +113,11 @@ impl Routed {
             global,
             per_owner,
             ids: ids.values,
-            indptr,
-            owner_segs,
-            seg_counts,
-            seg_starts,
-            batch_start,
+            indptr: side.indptr,
+            owner_segs: side.owner_segs,
+            seg_counts: side.seg_counts,
+            seg_starts: side.seg_starts,
+            batch_start: side.batch_start,
         }
     }
 
@@ -251,69 +161,12 @@ impl Routed {
         let weights_in = weights
             .as_ref()
             .map(|w| all_to_others(comm, w, &route.counts, chunk, traffic, Vec::new()));
-        let owner_pool = |w| owner_pool(pool.pooling, w);
         let extremum = matches!(pool.pooling, Pooling::Max | Pooling::Min);
         let w = table.row_len();
-        let local = &table.local;
-        let rows_of = |n: usize| {
-            let mut dim = D::zeros(local.ndim());
-            dim.slice_mut()[0] = n;
-            dim.slice_mut()[1..].copy_from_slice(&local.shape()[1..]);
-            dim
-        };
-        // The positions and segments the ranks before this one asked of it (a plan's
-        // first served plan; its second, the rest).
-        let (pb, nb) = (self.batch_start[me], self.seg_starts[me]);
         let served_w = weights_in.as_ref().map(|r| &r.values[..]);
-        let split = served_w.map(|w| w.split_at(pb)).unzip();
         // (A failure here, which the agreement rules out, still takes part in the
         // exchanges below, with zeros, so that no rank waits alone; it is returned after.)
-        let owned: Result<(Vec<A>, Option<Vec<u64>>), GatherError> = (|| {
-            let segments = Segments::indptr(&self.indptr);
-            Ok(if extremum {
-                let (m, a) = match plans {
-                    Some(p) => {
-                        let (w0, w1) = split;
-                        let (m0, a0) = p.served[0].apply_arg(local, owner_pool(w0))?;
-                        let (m1, a1) = p.served[1].apply_arg(local, owner_pool(w1))?;
-                        let a = a0.iter().copied().chain(a1.iter().map(|&q| q + pb)).collect();
-                        (m0.iter().chain(m1.iter()).copied().collect(), a)
-                    }
-                    None => {
-                        let (m, a) = local.gather_reduce_arg(&self.ids, segments, 0, owner_pool(served_w))?;
-                        (m.iter().copied().collect(), a.iter().copied().collect::<Vec<_>>())
-                    }
-                };
-                // Each partial's position relative to its source's batch, as the source
-                // counts.
-                let mut rel = Vec::with_capacity(a.len());
-                for (s, &n) in self.seg_counts.iter().enumerate() {
-                    let rows = &a[self.seg_starts[s] * w..(self.seg_starts[s] + n) * w];
-                    rel.extend(rows.iter().map(|&q| (q - self.batch_start[s]) as u64));
-                }
-                (m, Some(rel))
-            } else {
-                // Into the partials of the table's last call.
-                // (Its old values are overwritten: `apply_into` writes every partial row.)
-                let mut buf = std::mem::take(&mut table.spare.borrow_mut().partials);
-                let n = self.indptr.len().saturating_sub(1);
-                buf.resize(n * w, A::zero());
-                let view = |n, b| rows_view(op, rows_of(n), b);
-                match plans {
-                    Some(p) => {
-                        let (w0, w1) = split;
-                        let (b0, b1) = buf.split_at_mut(nb * w);
-                        p.served[0].apply_into(local, owner_pool(w0), &mut view(nb, b0)?)?;
-                        p.served[1].apply_into(local, owner_pool(w1), &mut view(n - nb, b1)?)?;
-                    }
-                    None => {
-                        let mut all = view(n, &mut buf[..])?;
-                        local.gather_reduce_into(&self.ids, segments, 0, owner_pool(served_w), &mut all)?;
-                    }
-                }
-                (buf, None)
-            })
-        })();
+        let owned = self.serve(table, op, pool.pooling, plans, served_w);
         let total = self.seg_counts.iter().sum::<usize>() * w;
         let (partials, partial_arg, failed) = match owned {
             Ok((p, a)) => (p, a, None),
@@ -349,36 +202,10 @@ impl Routed {
             }
         };
         let mut at = vec![0usize; if extremum { out.len() } else { 0 }];
-        let (own_pos, own_ids) = (route.of(me), route.ids_of(me));
-        if !own_pos.is_empty() {
-            let own_w = weights.as_ref().map(|w| &w[route.start(me)..][..own_pos.len()]);
-            // (A call's own positions are sorted by segment: as CSR ranges over every
-            // segment of the output.)
-            let mut indptr = Vec::new();
-            if plans.is_none() {
-                indptr.resize(count + 1, 0usize);
-                own_pos.iter().for_each(|&p| indptr[self.segment[p] + 1] += 1);
-                (0..count).for_each(|s| indptr[s + 1] += indptr[s]);
-            }
-            let segments = Segments::indptr(&indptr);
-            if extremum {
-                let (m, a) = match plans {
-                    Some(p) => p.own.apply_arg(local, owner_pool(own_w))?,
-                    None => local.gather_reduce_arg(own_ids, segments, 0, owner_pool(own_w))?,
-                };
-                out.iter_mut().zip(m.iter()).for_each(|(o, &v)| *o = v);
-                // (A segment with no position of this rank's has a position past them.)
-                at.iter_mut()
-                    .zip(a.iter())
-                    .for_each(|(o, &q)| *o = own_pos.get(q).copied().unwrap_or(0));
-            } else {
-                let mut view = rows_view(op, rows_of(count), &mut out[..])?;
-                match plans {
-                    Some(p) => p.own.apply_into(local, owner_pool(own_w), &mut view)?,
-                    None => local.gather_reduce_into(own_ids, segments, 0, owner_pool(own_w), &mut view)?,
-                }
-            }
-        }
+        let own_w = weights
+            .as_ref()
+            .map(|w| &w[route.start(me)..][..route.of(me).len()]);
+        self.pool_own(table, op, pool.pooling, plans, own_w, out, &mut at)?;
         let partials = Partials {
             route,
             segment: &self.segment,
@@ -410,6 +237,136 @@ impl Routed {
         };
         Ok((out, arg))
     }
+
+    /// The owner's side of [`pool`](Self::pool): what the other ranks asked of this one,
+    /// pooled with their weights (`served_w`, in the order asked) through `plans` where a
+    /// plan made them, into the table's kept partials buffer (or, for `Max` / `Min`, fresh
+    /// partials and each one's position relative to its source's batch).
+    fn serve<C, A, D>(
+        &self,
+        table: &ShardedTable<'_, C, A, D>,
+        op: &'static str,
+        pooling: Pooling,
+        plans: Option<OwnerPlans<'_>>,
+        served_w: Option<&[A]>,
+    ) -> Result<(Vec<A>, Option<Vec<u64>>), GatherError>
+    where
+        C: Communicator + CommunicatorCollectives,
+        A: PoolElement + Equivalence + Copy + Default,
+        D: Dimension,
+    {
+        let owner_pool = |w| owner_pool(pooling, w);
+        let (w, local, me) = (table.row_len(), &table.local, self.me);
+        // The positions and segments the ranks before this one asked of it (a plan's
+        // first served plan; its second, the rest).
+        let (pb, nb) = (self.batch_start[me], self.seg_starts[me]);
+        let split = served_w.map(|w| w.split_at(pb)).unzip();
+        let segments = Segments::indptr(&self.indptr);
+        if matches!(pooling, Pooling::Max | Pooling::Min) {
+            let (m, a) = match plans {
+                Some(p) => {
+                    let (w0, w1) = split;
+                    let (m0, a0) = p.served[0].apply_arg(local, owner_pool(w0))?;
+                    let (m1, a1) = p.served[1].apply_arg(local, owner_pool(w1))?;
+                    let a = a0.iter().copied().chain(a1.iter().map(|&q| q + pb)).collect();
+                    (m0.iter().chain(m1.iter()).copied().collect(), a)
+                }
+                None => {
+                    let (m, a) = local.gather_reduce_arg(&self.ids, segments, 0, owner_pool(served_w))?;
+                    (m.iter().copied().collect(), a.iter().copied().collect::<Vec<_>>())
+                }
+            };
+            // Each partial's position relative to its source's batch, as the source
+            // counts.
+            let mut rel = Vec::with_capacity(a.len());
+            for (s, &n) in self.seg_counts.iter().enumerate() {
+                let rows = &a[self.seg_starts[s] * w..(self.seg_starts[s] + n) * w];
+                rel.extend(rows.iter().map(|&q| (q - self.batch_start[s]) as u64));
+            }
+            return Ok((m, Some(rel)));
+        }
+        // Into the partials of the table's last call.
+        // (Its old values are overwritten: `apply_into` writes every partial row.)
+        let mut buf = std::mem::take(&mut table.spare.borrow_mut().partials);
+        let n = self.indptr.len().saturating_sub(1);
+        buf.resize(n * w, A::zero());
+        let view = |n, b| rows_view(op, rows_of(local.shape(), n), b);
+        match plans {
+            Some(p) => {
+                let (w0, w1) = split;
+                let (b0, b1) = buf.split_at_mut(nb * w);
+                p.served[0].apply_into(local, owner_pool(w0), &mut view(nb, b0)?)?;
+                p.served[1].apply_into(local, owner_pool(w1), &mut view(n - nb, b1)?)?;
+            }
+            None => {
+                let mut all = view(n, &mut buf[..])?;
+                local.gather_reduce_into(&self.ids, segments, 0, owner_pool(served_w), &mut all)?;
+            }
+        }
+        Ok((buf, None))
+    }
+
+    /// The caller's own positions (weights `own_w`) pooled straight into `out` (the
+    /// output's elements in row-major order), and for `Max` / `Min` each element's position
+    /// into `at`.
+    #[allow(clippy::too_many_arguments)]
+    fn pool_own<C, A, D>(
+        &self,
+        table: &ShardedTable<'_, C, A, D>,
+        op: &'static str,
+        pooling: Pooling,
+        plans: Option<OwnerPlans<'_>>,
+        own_w: Option<&[A]>,
+        out: &mut [A],
+        at: &mut [usize],
+    ) -> Result<(), GatherError>
+    where
+        C: Communicator + CommunicatorCollectives,
+        A: PoolElement + Equivalence + Copy + Default,
+        D: Dimension,
+    {
+        let (route, me, count, local) = (&self.route, self.me, self.count, &table.local);
+        let (own_pos, own_ids) = (route.of(me), route.ids_of(me));
+        if own_pos.is_empty() {
+            return Ok(());
+        }
+        let owner_pool = |w| owner_pool(pooling, w);
+        // (A call's own positions are sorted by segment: as CSR ranges over every
+        // segment of the output.)
+        let mut indptr = Vec::new();
+        if plans.is_none() {
+            indptr.resize(count + 1, 0usize);
+            own_pos.iter().for_each(|&p| indptr[self.segment[p] + 1] += 1);
+            (0..count).for_each(|s| indptr[s + 1] += indptr[s]);
+        }
+        let segments = Segments::indptr(&indptr);
+        if matches!(pooling, Pooling::Max | Pooling::Min) {
+            let (m, a) = match plans {
+                Some(p) => p.own.apply_arg(local, owner_pool(own_w))?,
+                None => local.gather_reduce_arg(own_ids, segments, 0, owner_pool(own_w))?,
+            };
+            out.iter_mut().zip(m.iter()).for_each(|(o, &v)| *o = v);
+            // (A segment with no position of this rank's has a position past them.)
+            at.iter_mut()
+                .zip(a.iter())
+                .for_each(|(o, &q)| *o = own_pos.get(q).copied().unwrap_or(0));
+        } else {
+            let mut view = rows_view(op, rows_of(local.shape(), count), out)?;
+            match plans {
+                Some(p) => p.own.apply_into(local, owner_pool(own_w), &mut view)?,
+                None => local.gather_reduce_into(own_ids, segments, 0, owner_pool(own_w), &mut view)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The dimension of `n` rows of a table of `shape` (its row shape after the first axis).
+fn rows_of<D: Dimension>(shape: &[usize], n: usize) -> D {
+    let mut dim = D::zeros(shape.len());
+    dim.slice_mut()[0] = n;
+    dim.slice_mut()[1..].copy_from_slice(&shape[1..]);
+    dim
 }
 
 /// The owner's plans a [`ShardedPlan`](super::ShardedPlan) keeps: for the rows this
@@ -439,4 +396,127 @@ fn rows_view<'b, A, D: Dimension>(
     rows: &'b mut [A],
 ) -> Result<ArrayViewMut<'b, A, D>, GatherError> {
     ArrayViewMut::from_shape(dim, rows).map_err(|_| internal(op, "rows of another size"))
+}
+
+/// Numbers each owner's segments densely, in increasing order of the caller's (so that the
+/// caller combines their partials into its output in order, not at random), into `local`
+/// (each routed position's local segment); a call's (`plan` false) positions are then
+/// sorted by it within each owner. Returns each segment's kept positions, each owner's
+/// global segments in rank order, and how many each owner has.
+fn number_segments(
+    route: &mut Route,
+    segment: &[usize],
+    count: usize,
+    plan: bool,
+    local: &mut Vec<u32>,
+) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    let ranks = route.counts.len();
+    let mut first = vec![NONE; count];
+    let mut kept = vec![0usize; count];
+    let (mut global, mut per_owner) = (Vec::new(), Vec::with_capacity(ranks));
+    local.clear();
+    let mut at = 0;
+    for o in 0..ranks {
+        let (start, n) = (global.len(), route.counts[o]);
+        for &p in &route.positions[at..at + n] {
+            let s = segment[p];
+            kept[s] += 1;
+            if first[s] == NONE {
+                first[s] = 0;
+                global.push(s);
+            }
+        }
+        // (In order of first appearance already where the segments are ranges.)
+        if !global[start..].is_sorted() {
+            global[start..].sort_unstable();
+        }
+        for (k, &s) in global[start..].iter().enumerate() {
+            first[s] = k as u32;
+        }
+        local.extend(route.positions[at..at + n].iter().map(|&p| first[segment[p]]));
+        for &s in &global[start..] {
+            first[s] = NONE;
+        }
+        let k = global.len() - start;
+        per_owner.push(k);
+        if !plan && local[at..at + n].windows(2).any(|w| w[0] > w[1]) {
+            sort_by_segment(route, &mut local[at..at + n], at, k);
+        }
+        at += n;
+    }
+    (kept, global, per_owner)
+}
+
+/// An owner's positions (from `at`, as many as `segs`) by local segment, stable (position
+/// order within each), so that the owner pools sorted ranges rather than sorting ids
+/// itself: a counting sort over its `k` segments.
+fn sort_by_segment(route: &mut Route, segs: &mut [u32], at: usize, k: usize) {
+    let n = segs.len();
+    let mut next = vec![0usize; k + 1];
+    for &s in segs.iter() {
+        next[s as usize + 1] += 1;
+    }
+    for i in 0..k {
+        next[i + 1] += next[i];
+    }
+    let mut order = vec![0usize; n];
+    for (i, &s) in segs.iter().enumerate() {
+        order[next[s as usize]] = i;
+        next[s as usize] += 1;
+    }
+    fn permute<T: Copy>(v: &mut [T], order: &[usize]) {
+        let old = v.to_vec();
+        v.iter_mut().zip(order).for_each(|(x, &i)| *x = old[i]);
+    }
+    permute(&mut route.positions[at..at + n], &order);
+    permute(&mut route.ids[at..at + n], &order);
+    permute(segs, &order);
+}
+
+/// The owner's side of a routing: each source's segments after the previous sources', as
+/// CSR ranges of the rows asked (every local segment has a position), and for a plan each
+/// asked row's segment.
+struct OwnerSide {
+    indptr: Vec<u64>,
+    owner_segs: Vec<u64>,
+    seg_counts: Vec<usize>,
+    seg_starts: Vec<usize>,
+    batch_start: Vec<usize>,
+}
+
+impl OwnerSide {
+    /// From the local segments each source sent (`counts` of them from each, back to back
+    /// in `values`).
+    fn of(counts: &[usize], values: &[u32], plan: bool) -> OwnerSide {
+        let (mut indptr, mut offset) = (vec![0u64], 0usize);
+        let (mut seg_counts, mut seg_starts, mut batch_start) = (Vec::new(), Vec::new(), Vec::new());
+        let mut from = 0;
+        let mut owner_segs = Vec::new();
+        for &n in counts {
+            let batch = &values[from..from + n];
+            let k = batch.iter().map(|&s| s as usize + 1).max().unwrap_or(0);
+            if plan {
+                owner_segs.extend(batch.iter().map(|&s| (offset + s as usize) as u64));
+            }
+            let mut sizes = vec![0u64; k];
+            for &s in batch {
+                sizes[s as usize] += 1;
+            }
+            for c in sizes {
+                indptr.push(indptr[indptr.len() - 1] + c);
+            }
+            batch_start.push(from);
+            seg_starts.push(offset);
+            seg_counts.push(k);
+            offset += k;
+            from += n;
+        }
+        OwnerSide {
+            indptr,
+            owner_segs,
+            seg_counts,
+            seg_starts,
+            batch_start,
+        }
+    }
 }

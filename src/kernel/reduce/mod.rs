@@ -33,15 +33,8 @@ use super::prefetch::{prefetch_block, prefetch_line};
 use super::schedule::run_jobs;
 use crate::index::GatherIndex;
 use crate::plan::policy::{REDUCE_AHEAD, REDUCE_PREFETCH_MAX_BYTES};
+use crate::plan::reduce::Lane;
 use crate::pool::PoolElement;
-
-/// One loop of a row: its length and the strides (in elements) of input and output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Lane {
-    pub len: usize,
-    pub x: isize,
-    pub o: isize,
-}
 
 /// Where the rows are: the input's row `r` starts at `x + r·x_step`, the output's segment
 /// row `s` at `out + s·o_step` (its argmax row, if any, at `arg + s·o_step`), and a row is
