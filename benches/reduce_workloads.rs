@@ -14,7 +14,7 @@ use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
 use ndarray_gather::prelude::*;
 use std::hint::black_box;
 
-pub const REDUCE_IDS: [&str; 12] = [
+pub const REDUCE_IDS: [&str; 13] = [
     "B1_bag_sum",
     "B2_bag_weighted",
     "B3_bag_mean",
@@ -27,6 +27,7 @@ pub const REDUCE_IDS: [&str; 12] = [
     "T1_bag_sum_backward",
     "T2_bag_mean_backward",
     "T3_graph_mean_backward",
+    "B5_small_skewed_bags",
 ];
 
 /// Feature width of every workload (f32).
@@ -230,6 +231,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
     let gathered_bytes;
     match &id[..1] {
         "T" => return backward(id),
+        _ if id == "B5_small_skewed_bags" => return small_skewed(id),
         "B" => {
             let t = table(1_000_000);
             let (starts, n) = bags();
@@ -472,4 +474,203 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
         gathered_bytes,
         variants,
     }
+}
+
+/// B5's batches: `count` batches of 4096 bags of 1-50 ids each, Zipf(1.1)-skewed over
+/// `rows` (rank k drawn with weight 1 / k^1.1, ranks scattered over the rows by a fixed
+/// permutation), each as (ids, starts).
+pub fn skewed_batches(rows: usize, count: usize) -> Vec<(Array1<i64>, Array1<i64>)> {
+    let mut cdf = Vec::with_capacity(rows);
+    let mut acc = 0.0f64;
+    for k in 1..=rows {
+        acc += 1.0 / (k as f64).powf(1.1);
+        cdf.push(acc);
+    }
+    let mut s = 0x5EED_u64;
+    let mut next = move || {
+        s = s
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (s >> 11) as f64 / (1u64 << 53) as f64
+    };
+    // Rank k is row (k * a + b) mod rows, a coprime to rows: hot rows spread out.
+    let place = |k: usize| ((k as u64 * 104_729 + 17) % rows as u64) as i64;
+    (0..count)
+        .map(|_| {
+            let (mut ids, mut starts) = (Vec::new(), Vec::with_capacity(4096));
+            for _ in 0..4096 {
+                starts.push(ids.len() as i64);
+                let len = 1 + (next() * 50.0) as usize;
+                for _ in 0..len {
+                    let u = next() * acc;
+                    ids.push(place(cdf.partition_point(|&c| c < u)));
+                }
+            }
+            (Array1::from(ids), Array1::from(starts))
+        })
+        .collect()
+}
+
+/// B5 (a newcomer's small recommender): a [200_000, 32] table, a new batch of Zipf-skewed
+/// bags every step (8 batches in turn). Variants: `plan_apply` (the forward a training
+/// step needs: a new plan, then its apply), `plan` (the plan alone), `apply` (a kept
+/// plan's apply), `alloc` (the method call), `step` (plan, apply, `backward_rows`, an SGD
+/// update of the touched rows).
+fn small_skewed(id: &'static str) -> ReduceWorkload {
+    const ROWS: usize = 200_000;
+    const D: usize = 32;
+    let table = Array2::from_shape_fn((ROWS, D), |(r, c)| ((r * 7 + c) % 65521) as f32 * 0.5);
+    let table = if std::env::var_os("B5_ALIGNED").is_some() {
+        aligned(&table)
+    } else {
+        table
+    };
+    #[cfg(target_os = "linux")]
+    let table = if std::env::var_os("B5_HUGE").is_some() {
+        let mut v: Vec<f32> = Vec::with_capacity(ROWS * D);
+        let base = v.as_mut_ptr() as usize;
+        let skip = base.next_multiple_of(2 << 20) - base;
+        // SAFETY: whole 2 MiB pages inside the allocation; advice changes no contents.
+        unsafe {
+            libc::madvise(
+                (base + skip) as *mut _,
+                (ROWS * D * 4 - skip) & !((2 << 20) - 1),
+                libc::MADV_HUGEPAGE,
+            )
+        };
+        v.extend(table.iter().copied());
+        Array2::from_shape_vec((ROWS, D), v).unwrap()
+    } else {
+        table
+    };
+    let batches = std::rc::Rc::new(skewed_batches(ROWS, 8));
+    let positions: usize = batches.iter().map(|b| b.0.len()).sum::<usize>() / 8;
+    let mut variants: Vec<Variant> = Vec::new();
+    let turn = |b: &std::rc::Rc<Vec<(Array1<i64>, Array1<i64>)>>| {
+        let (b, mut k) = (b.clone(), 0usize);
+        move || {
+            k = (k + 1) % b.len();
+            (b.clone(), k)
+        }
+    };
+    {
+        let (t, mut next) = (table.clone(), turn(&batches));
+        variants.push((
+            "plan_apply",
+            Box::new(move || {
+                let (b, k) = next();
+                let (ids, starts) = &b[k];
+                let plan = GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap();
+                black_box(plan.apply(&t, Pooling::Sum).unwrap());
+            }),
+        ));
+    }
+    {
+        let (t, mut next) = (table.clone(), turn(&batches));
+        variants.push((
+            "plan",
+            Box::new(move || {
+                let (b, k) = next();
+                let (ids, starts) = &b[k];
+                black_box(GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap());
+            }),
+        ));
+    }
+    {
+        let t = table.clone();
+        let plans: Vec<GatherReducePlan> = batches
+            .iter()
+            .map(|(ids, starts)| GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap())
+            .collect();
+        let mut k = 0;
+        variants.push((
+            "apply",
+            Box::new(move || {
+                k = (k + 1) % plans.len();
+                black_box(plans[k].apply(&t, Pooling::Sum).unwrap());
+            }),
+        ));
+    }
+    {
+        let (t, mut next) = (table.clone(), turn(&batches));
+        variants.push((
+            "alloc",
+            Box::new(move || {
+                let (b, k) = next();
+                let (ids, starts) = &b[k];
+                black_box(
+                    t.gather_reduce(ids, Segments::starts(starts), 0, Pooling::Sum)
+                        .unwrap(),
+                );
+            }),
+        ));
+    }
+    {
+        // The floor: a plain loop over the bags, accumulating in a fixed-size row.
+        let (t, mut next) = (table.clone(), turn(&batches));
+        let mut out = Array2::<f32>::zeros((4096, D));
+        variants.push((
+            "hand1",
+            Box::new(move || {
+                let (b, k) = next();
+                let (ids, starts) = &b[k];
+                let (ts, ids, starts) = (
+                    t.as_slice().unwrap(),
+                    ids.as_slice().unwrap(),
+                    starts.as_slice().unwrap(),
+                );
+                for (bag, row) in out.outer_iter_mut().enumerate() {
+                    let end = starts.get(bag + 1).map_or(ids.len(), |&e| e as usize);
+                    let mut acc = [0.0f32; D];
+                    for &i in &ids[starts[bag] as usize..end] {
+                        let r: &[f32; D] = ts[i as usize * D..][..D].try_into().unwrap();
+                        for (a, v) in acc.iter_mut().zip(r) {
+                            *a += v;
+                        }
+                    }
+                    row.into_slice().unwrap().copy_from_slice(&acc);
+                }
+                black_box(&out);
+            }),
+        ));
+    }
+    {
+        let (mut t, mut next) = (table.clone(), turn(&batches));
+        variants.push((
+            "step",
+            Box::new(move || {
+                let (b, k) = next();
+                let (ids, starts) = &b[k];
+                let plan = GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap();
+                let out = plan.apply(&t, Pooling::Sum).unwrap();
+                // The loss's gradient: the output itself, scaled (as a squared loss's).
+                let g = out.mapv(|v| v * 1e-6);
+                let (rows, grads) = plan.backward_rows(&g, Pooling::Sum).unwrap();
+                for (k, &r) in rows.iter().enumerate() {
+                    t.row_mut(r).scaled_add(-0.01, &grads.row(k));
+                }
+            }),
+        ));
+    }
+    ReduceWorkload {
+        id,
+        out_bytes: 4096 * D * 4,
+        gathered_bytes: positions * D * 4,
+        variants,
+    }
+}
+
+/// A copy of `t` whose rows start on a 64-byte line (an `Array`'s own allocation starts 16
+/// bytes past one).
+pub fn aligned(t: &Array2<f32>) -> Array2<f32> {
+    let n = t.len();
+    let buf = Array1::<f32>::zeros(n + 16);
+    let skip = (64 - buf.as_ptr() as usize % 64) % 64 / 4;
+    let mut a = buf
+        .slice_move(ndarray::s![skip..skip + n])
+        .into_shape_with_order(t.raw_dim())
+        .unwrap();
+    a.assign(t);
+    assert_eq!(a.as_ptr() as usize % 64, 0);
+    a
 }

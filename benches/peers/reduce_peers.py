@@ -21,6 +21,9 @@ cache line (a 256-byte row spans 5 lines, not 4) and in 4 KiB pages (a table fro
       dense [1M, 64] gradient)
   T2  T1 with mode="mean"
   T3  G2's x[src] + index_reduce_(mean, include_self=False) backward into x's gradient
+  B5  a [200_000, 32] table, 8 batches of 4096 Zipf(1.1)-skewed bags of 1-50 ids in turn:
+      `torch*` F.embedding_bag (forward), `torch*_step` embedding_bag(sparse=True),
+      backward and an optim.SGD step
 """
 
 import sys
@@ -75,7 +78,48 @@ def bags():
     return torch.from_numpy(starts), int(lens.sum()), torch.from_numpy(lens.astype(np.int64))
 
 
+def skewed_batches(rows, count):
+    """B5's batches, as benches/reduce_workloads.rs draws them (Zipf(1.1) ranks spread over
+    the rows by the same permutation; numpy's generator, not the crate's values)."""
+    w = 1.0 / np.arange(1, rows + 1, dtype=np.float64) ** 1.1
+    cdf = np.cumsum(w)
+    out = []
+    for _ in range(count):
+        lens = rng.integers(1, 51, size=4096)
+        ranks = np.searchsorted(cdf, rng.random(int(lens.sum())) * cdf[-1]) + 1
+        ids = (ranks * 104_729 + 17) % rows
+        starts = np.concatenate([[0], np.cumsum(lens)[:-1]])
+        out.append((torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(starts.astype(np.int64))))
+    return out
+
+
 def calls(wid):
+    if wid.startswith("B5"):
+        rows = 200_000
+        t = torch.empty((rows, 32))
+        t.copy_(torch.from_numpy((rng.random((rows, 32), dtype=np.float32) * 100).round() / 2))
+        batches = skewed_batches(rows, 8)
+        turn = [0]
+
+        def batch():
+            turn[0] = (turn[0] + 1) % len(batches)
+            return batches[turn[0]]
+
+        def forward():
+            ids, starts = batch()
+            return F.embedding_bag(ids, t, starts, mode="sum")
+
+        param = torch.nn.Parameter(t.clone())
+        opt = torch.optim.SGD([param], lr=0.01)
+
+        def step():
+            ids, starts = batch()
+            opt.zero_grad()
+            out = F.embedding_bag(ids, param, starts, mode="sum", sparse=True)
+            out.backward(out.detach() * 1e-6)
+            opt.step()
+
+        return {"": forward, "_step": step}
     if wid.startswith("T3"):
         nodes, edges = 100_000, 1_000_000
         x = table(nodes).requires_grad_()
@@ -147,6 +191,7 @@ def main(ids):
 if __name__ == "__main__":
     all_ids = ["B1_bag_sum", "B2_bag_weighted", "B3_bag_mean", "B4_bag_max", "G1_graph_sum",
                "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum",
-               "T1_bag_sum_backward", "T2_bag_mean_backward", "T3_graph_mean_backward"]
+               "T1_bag_sum_backward", "T2_bag_mean_backward", "T3_graph_mean_backward",
+               "B5_small_skewed_bags"]
     want = sys.argv[1:]
     main([i for i in all_ids if not want or any(i.startswith(w) for w in want)])

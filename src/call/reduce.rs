@@ -14,7 +14,7 @@ use crate::kernel::BadIndex;
 use crate::kernel::reduce::{Csr, Geometry, Identity, Pooler, Positions, Row, Source, by_ids, sorted};
 use crate::kernel::schedule::both;
 use crate::layout::{checked_len, unravel};
-use crate::plan::reduce::{ReduceWalk, row_loops};
+use crate::plan::reduce::{ReduceWalk, ahead, row_loops};
 use crate::pool::{Pool, PoolElement, Pooling};
 use crate::segments::{Checked, Segments};
 
@@ -67,11 +67,18 @@ pub(crate) fn resolve_rows<I: GatherIndex, E: Dimension>(
         axis_len: usize,
         skip: Option<i128>,
     ) -> Result<Vec<R>, BadIndex> {
-        resolve_slice(flat, |v| {
-            let skipped = skip == Some(v.to_i128());
-            let (i, ok) = Raise::resolve_or_zero(v, axis_len);
-            (if skipped { R::SKIP } else { R::of(i) }, ok | skipped)
-        })
+        // (Without a skip, no compare of every value in `i128`: a plan's build is this pass.)
+        match skip {
+            None => resolve_slice(flat, |v| {
+                let (i, ok) = Raise::resolve_or_zero(v, axis_len);
+                (R::of(i), ok)
+            }),
+            Some(skip) => resolve_slice(flat, |v| {
+                let skipped = skip == v.to_i128();
+                let (i, ok) = Raise::resolve_or_zero(v, axis_len);
+                (if skipped { R::SKIP } else { R::of(i) }, ok | skipped)
+            }),
+        }
     }
     let resolved = if axis_len < u32::SKIP as usize {
         rows::<I, u32>(flat, axis_len, skip).map(Rows::Narrow)
@@ -310,6 +317,7 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
             o_step: out.strides()[axis],
             segments: self.segments,
             arg,
+            ahead: ahead(self.row_bytes()),
             lane,
             outer: lanes,
         };

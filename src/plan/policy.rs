@@ -230,6 +230,13 @@ pub(crate) const INDEX_AHEAD_BYTES: usize = 2048;
 /// positions are known (PERFORMANCE.md#gather-reduce).
 pub(crate) const REDUCE_AHEAD: usize = 16;
 
+/// How many bytes of rows ahead a gather-reduce's walks ask for, where that is more than
+/// [`REDUCE_AHEAD`] positions (narrow rows: 32 positions of 128-byte rows, B5), at most
+/// [`REDUCE_AHEAD_MAX`] positions (PERFORMANCE.md#gather-reduce).
+pub(crate) const REDUCE_AHEAD_BYTES: usize = 4096;
+/// The most positions ahead a gather-reduce asks for a row.
+pub(crate) const REDUCE_AHEAD_MAX: usize = 64;
+
 /// How many positions ahead the sort of ids into CSR asks for the entry it will write: each
 /// position's entry lands at a random place of the sorted array (PERFORMANCE.md#gather-reduce).
 pub(crate) const SORT_AHEAD: usize = 16;

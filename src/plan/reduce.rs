@@ -2,7 +2,9 @@
 //! merging), and the walk a call takes (sorted segments, ids sorted first, or ids walked
 //! as they come) with its jobs or spans. The kernel (`kernel/reduce/`) walks what it says.
 
-use super::policy::{REDUCE_JOB_BYTES, REDUCE_SORT_MIN_OUT_BYTES};
+use super::policy::{
+    REDUCE_AHEAD, REDUCE_AHEAD_BYTES, REDUCE_AHEAD_MAX, REDUCE_JOB_BYTES, REDUCE_SORT_MIN_OUT_BYTES,
+};
 use super::{Loop, merge, worth_parallel};
 use crate::machine::threads;
 
@@ -101,4 +103,12 @@ fn spans(bytes: usize, segments: usize) -> usize {
     } else {
         1
     }
+}
+
+/// How many positions ahead a gather-reduce's walks ask for the row they will read, for
+/// rows of `row_bytes`: [`REDUCE_AHEAD`], or as many as make [`REDUCE_AHEAD_BYTES`] of
+/// narrower rows (at most [`REDUCE_AHEAD_MAX`]): a narrow row's position is done sooner,
+/// so the same distance in positions is less time for memory to answer.
+pub(crate) fn ahead(row_bytes: usize) -> usize {
+    (REDUCE_AHEAD_BYTES / row_bytes.max(1)).clamp(REDUCE_AHEAD, REDUCE_AHEAD_MAX)
 }

@@ -12,7 +12,7 @@ use crate::error::{GatherError, internal};
 use crate::kernel::BadIndex;
 use crate::kernel::reduce::{ArgRows, ByRow, Geometry, Pooler, Scale, Target, backward, backward_arg};
 use crate::layout::unravel;
-use crate::plan::reduce::{ReduceWalk, row_loops};
+use crate::plan::reduce::{ReduceWalk, ahead, row_loops};
 use crate::pool::{IntoPool, Pool, PoolElement, Pooling};
 
 /// A plan's positions by row ([`ByRow`]), made when a backward first asks for them
@@ -318,6 +318,7 @@ impl GatherReducePlan {
             o_step: out.strides()[axis],
             segments: out.shape()[axis],
             arg: std::ptr::null_mut(),
+            ahead: ahead(lane.len * outer.iter().map(|l| l.len).product::<usize>() * size_of::<A>()),
             lane,
             outer,
         })

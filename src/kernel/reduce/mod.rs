@@ -32,7 +32,7 @@ use super::isa::Isa;
 use super::prefetch::{prefetch_block, prefetch_line};
 use super::schedule::run_jobs;
 use crate::index::GatherIndex;
-use crate::plan::policy::{REDUCE_AHEAD, REDUCE_PREFETCH_MAX_BYTES};
+use crate::plan::policy::REDUCE_PREFETCH_MAX_BYTES;
 use crate::plan::reduce::Lane;
 use crate::pool::PoolElement;
 
@@ -54,6 +54,9 @@ pub(crate) struct Geometry<A> {
     pub arg: *mut usize,
     pub lane: Lane,
     pub outer: Vec<Lane>,
+    /// How many positions ahead the walks ask for a row (the planner's
+    /// [`ahead`](crate::plan::reduce::ahead)).
+    pub ahead: usize,
 }
 
 // SAFETY: the kernel's threads read the input and write disjoint segments of the output
@@ -285,7 +288,7 @@ unsafe fn segment<A: PoolElement, E: Entries>(
     let mut tally = Tally::new();
     let total = e.len();
     for k in e.segment(s) {
-        let ahead = k + REDUCE_AHEAD;
+        let ahead = k + g.ahead;
         if ahead < total {
             g.prefetch(g.x_row(e.peek(ahead)));
         }
@@ -372,7 +375,7 @@ pub(super) fn walk_span<A: PoolElement, S: Source, J: GatherIndex>(
         }
     };
     for q in 0..positions {
-        let ahead = q + REDUCE_AHEAD;
+        let ahead = q + g.ahead;
         if ahead < positions
             && let Some(s) = id(ahead)
         {

@@ -17,7 +17,7 @@ use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
 use crate::kernel::isa::Isa;
 use crate::kernel::prefetch::prefetch_block;
-use crate::plan::policy::{REDUCE_AHEAD, REDUCE_BLOCK, REDUCE_PREFETCH_MAX_BYTES};
+use crate::plan::policy::{REDUCE_BLOCK, REDUCE_PREFETCH_MAX_BYTES};
 use crate::pool::{PoolElement, Pooling};
 
 /// A walk over rows that are single runs: `walk` is inlined into each instruction-set
@@ -247,7 +247,7 @@ impl<A: PoolElement, E: Entries> Walker<A> for Sorted<'_, E> {
 
 impl<E: Entries> Sorted<'_, E> {
     /// Segment `s`'s positions in order: asks for `bytes` bytes from column `c` of the
-    /// row [`REDUCE_AHEAD`] positions on, and calls `f(r, pos)` with each position's row
+    /// row `g.ahead` positions on, and calls `f(r, pos)` with each position's row
     /// (checked below `g.rows`), skipped positions left out.
     #[inline(always)]
     fn each_row<A>(
@@ -260,8 +260,8 @@ impl<E: Entries> Sorted<'_, E> {
     ) -> Result<(), BadIndex> {
         let (e, total) = (self.e, self.e.len());
         for k in e.segment(s) {
-            if k + REDUCE_AHEAD < total {
-                prefetch_block(g.x_row(e.peek(k + REDUCE_AHEAD)).wrapping_add(c), bytes);
+            if k + g.ahead < total {
+                prefetch_block(g.x_row(e.peek(k + g.ahead)).wrapping_add(c), bytes);
             }
             let Some((r, pos)) = e.entry(k) else { continue };
             if r >= g.rows {

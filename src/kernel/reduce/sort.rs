@@ -111,10 +111,9 @@ impl Csr {
         }
         csr.offsets.push(0);
         for s in 0..count {
-            for p in bounds(s) {
-                csr.entries
-                    .push([rows.row(p).map_or(SKIPPED, |r| r as u32), p as u32]);
-            }
+            // (`extend` of a range's map: no capacity check per entry.)
+            let entry = |p: usize| [rows.row(p).map_or(SKIPPED, |r| r as u32), p as u32];
+            csr.entries.extend(bounds(s).map(entry));
             csr.offsets.push(csr.entries.len());
         }
         Some(csr)
