@@ -280,6 +280,27 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
                     }),
                 ));
             }
+            {
+                // The table in the crate's line-aligned allocation (`zeros_aligned`), as
+                // PyTorch's allocator lays its tensors out.
+                let mut ta: Array2<f32> = ndarray_gather::zeros_aligned(t.dim()).unwrap();
+                ta.assign(&t);
+                let (idx, starts, w) = (idx.clone(), starts.clone(), w.clone());
+                let mut out = Array2::<f32>::zeros((bags, WIDTH));
+                variants.push((
+                    "into_aligned",
+                    Box::new(move || {
+                        ta.gather_reduce_into(
+                            &idx,
+                            Segments::starts(&starts),
+                            0,
+                            pool(pooling, weighted, &w),
+                            &mut out,
+                        )
+                        .unwrap()
+                    }),
+                ));
+            }
             if id == "B1_bag_sum" {
                 let (t1, idx1, st1) = (t.clone(), idx.clone(), starts.clone());
                 let mut out = Array2::<f32>::zeros((bags, WIDTH));

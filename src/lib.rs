@@ -96,6 +96,7 @@
 #![doc(test(attr(deny(warnings))))]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
+mod aligned;
 mod axis;
 mod call;
 mod error;
@@ -119,6 +120,7 @@ mod shape;
 pub mod shard;
 mod small;
 
+pub use aligned::zeros_aligned;
 pub use axis::{AxisArg, TakeAxis};
 pub use error::GatherError;
 pub use ext::{GatherExt, GatherReduceExt, ScatterExt};

@@ -280,3 +280,42 @@ fn shapes_come_from_vecs_arrays_tuples_and_references() {
     let e = GatherReducePlan::new(&vec![4_usize], &[9_i64], segs, 0).unwrap_err();
     assert!(e.to_string().starts_with("GatherReducePlan::new: index 9"), "{e}");
 }
+
+/// `zeros_aligned`: a zeroed, standard-layout owned array whose first element (so every
+/// row of whole lines) starts on a 64-byte line, for every element size, rank and length.
+#[test]
+fn aligned_tables_start_on_a_cache_line() {
+    fn check<A: Clone + num_traits::Zero + PartialEq + std::fmt::Debug>(shapes: &[&[usize]]) {
+        for &shape in shapes {
+            let a: ArrayD<A> = ndarray_gather::zeros_aligned(shape).unwrap();
+            assert_eq!(a.shape(), shape);
+            assert!(a.is_standard_layout());
+            assert!(a.iter().all(|v| v.is_zero()), "{shape:?}");
+            if !a.is_empty() {
+                assert_eq!(
+                    a.as_ptr() as usize % 64,
+                    0,
+                    "{shape:?} of {}",
+                    std::any::type_name::<A>()
+                );
+            }
+        }
+    }
+    let shapes: &[&[usize]] = &[&[0], &[1], &[5], &[7, 64], &[3, 4, 5], &[2, 0, 3]];
+    check::<f32>(shapes);
+    check::<f64>(shapes);
+    check::<u8>(shapes);
+    check::<i16>(shapes);
+    check::<u128>(shapes);
+    // Typed, filled and used as any table.
+    let mut t: Array2<f32> = ndarray_gather::zeros_aligned((4, 16)).unwrap();
+    t.assign(&Array2::from_shape_fn((4, 16), |(r, c)| (r * 16 + c) as f32));
+    assert_eq!(t.as_ptr() as usize % 64, 0);
+    let bags = t
+        .gather_reduce(&[3, 1], Segments::starts(&[0]), 0, Pooling::Sum)
+        .unwrap();
+    assert_eq!(bags.row(0), (&t.row(3) + &t.row(1)));
+    // A shape too large is the call's error.
+    let e = ndarray_gather::zeros_aligned::<_, f32, _>((usize::MAX / 2, 4)).unwrap_err();
+    assert!(matches!(e, GatherError::SizeOverflow { .. }), "{e}");
+}
