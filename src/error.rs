@@ -235,6 +235,36 @@ pub enum GatherError {
         axis: usize,
     },
 
+    /// A quantized layout does not fit a row: its bytes (or, quantizing, its values) do
+    /// not hold what the layout needs.
+    #[error("{op}: rows of {width} {unit} do not fit the {layout} layout: {detail}")]
+    RowWidth {
+        /// The method that was called.
+        op: &'static str,
+        /// The layout (`Int8`, `Int4`, `Int2`).
+        layout: &'static str,
+        /// The row's bytes (or values, for `quantize`).
+        width: usize,
+        /// `"bytes"` or `"values"`.
+        unit: &'static str,
+        /// What the layout needs.
+        detail: String,
+    },
+
+    /// A value that a quantized row cannot hold (NaN or infinite), the first in row-major
+    /// order.
+    #[error("{op}: the value at row {row}, column {column} is {value}, which a quantized row cannot hold")]
+    NotFinite {
+        /// The method that was called.
+        op: &'static str,
+        /// Its row.
+        row: usize,
+        /// Its column.
+        column: usize,
+        /// The value.
+        value: f32,
+    },
+
     /// The segments of a gather-reduce do not fit its positions: the first bad entry of
     /// the segments array, its value, and what was expected of it.
     ///

@@ -111,6 +111,7 @@ mod plan;
 mod pool;
 pub mod prelude;
 mod prepared;
+pub mod quant;
 mod rank;
 pub mod reduce;
 mod segments;

@@ -19,6 +19,8 @@ mod panics;
 mod parallel;
 mod plans;
 mod props;
+// Files: not under Miri (its isolation has no file system) but its error cases.
+mod quant;
 mod spec;
 mod support;
 mod wrappers;

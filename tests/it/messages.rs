@@ -115,6 +115,21 @@ fn every_error() -> Vec<(&'static str, GatherError)> {
         e(plan.backward_arg_into(&x, &array![[0, 3], [1, 1]], &mut grad)),
     ));
     v.push(("Arg", e(plan.backward_arg_into(&x, &array![[0, 1]], &mut grad))));
+    // Quantized rows: a NaN to quantize, and rows too narrow for their layout.
+    v.push((
+        "NotFinite",
+        e(ndarray_gather::quant::Rowwise::Int8
+            .quantize(&array![[f64::NAN as f32]])
+            .map(|_| ())),
+    ));
+    v.push((
+        "RowWidth",
+        e(ndarray_gather::quant::QTable::new(
+            &Array2::<u8>::zeros((1, 3)),
+            ndarray_gather::quant::Rowwise::Int4,
+        )
+        .map(|_| ())),
+    ));
     // A gradient of three segments for a plan of two.
     let three = Array2::<f64>::zeros((3, 2));
     v.push((
@@ -149,7 +164,7 @@ fn no_message_shows_rust_debug_syntax() {
     let mut seen: Vec<&str> = errors.iter().map(|(v, _)| *v).collect();
     seen.sort_unstable();
     seen.dedup();
-    assert_eq!(seen.len(), 20, "{seen:?}");
+    assert_eq!(seen.len(), 22, "{seen:?}");
 }
 
 #[test]

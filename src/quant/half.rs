@@ -1,0 +1,89 @@
+//! IEEE half-precision conversions, as FBGEMM's rowwise layouts store their scale and bias:
+//! round to nearest, ties to even (the `half` crate is optional; these two are all the
+//! quantizers need).
+
+/// The half-precision bits nearest `x` (ties to even); overflow gives an infinity, NaN
+/// stays NaN.
+pub(crate) fn to_f16(x: f32) -> u16 {
+    let b = x.to_bits();
+    let sign = ((b >> 16) & 0x8000) as u16;
+    let exp = ((b >> 23) & 0xff) as i32;
+    let man = b & 0x7f_ffff;
+    if exp == 0xff {
+        // An infinity, or a NaN kept quiet.
+        return sign | 0x7c00 | if man != 0 { 0x200 | (man >> 13) as u16 } else { 0 };
+    }
+    let e = exp - 127 + 15;
+    if e >= 0x1f {
+        return sign | 0x7c00;
+    }
+    if e <= 0 {
+        // A half subnormal (or zero): the implicit bit made explicit, shifted down.
+        if e < -10 {
+            return sign;
+        }
+        let m = man | 0x80_0000;
+        let shift = (14 - e) as u32;
+        let (r, rem, half) = (m >> shift, m & ((1 << shift) - 1), 1 << (shift - 1));
+        let r = r + u32::from(rem > half || (rem == half && r & 1 == 1));
+        return sign | r as u16;
+    }
+    let r = ((e as u32) << 10) | (man >> 13);
+    let rem = man & 0x1fff;
+    // (A carry out of the mantissa steps the exponent: to the infinity, past the largest.)
+    let r = r + u32::from(rem > 0x1000 || (rem == 0x1000 && r & 1 == 1));
+    sign | r as u16
+}
+
+/// The value of the half-precision bits `h`, exactly.
+pub(crate) fn from_f16(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let exp = u32::from((h >> 10) & 0x1f);
+    let man = u32::from(h & 0x3ff);
+    match exp {
+        0x1f => f32::from_bits(sign | 0x7f80_0000 | (man << 13)),
+        // A subnormal: `man` units of 2^-24 (exact in f32).
+        0 => {
+            let v = man as f32 * (1.0 / 16_777_216.0);
+            if sign != 0 { -v } else { v }
+        }
+        _ => f32::from_bits(sign | ((exp + 112) << 23) | (man << 13)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_half_converts_there_and_back() {
+        for h in 0..=u16::MAX {
+            let f = from_f16(h);
+            if f.is_nan() {
+                assert!(from_f16(to_f16(f)).is_nan(), "{h:#06x}");
+            } else {
+                assert_eq!(to_f16(f), h, "{h:#06x} = {f}");
+            }
+        }
+    }
+
+    #[test]
+    fn floats_round_to_the_nearest_half_ties_to_even() {
+        // 1 + 2^-11 is halfway between 1 and 1 + 2^-10: even (1); 1 + 3 * 2^-11: up.
+        assert_eq!(to_f16(1.0 + 1.0 / 2048.0), 0x3c00);
+        assert_eq!(to_f16(1.0 + 3.0 / 2048.0), 0x3c02);
+        assert_eq!(to_f16(65504.0), 0x7bff);
+        assert_eq!(to_f16(65520.0), 0x7c00); // halfway to 2^16: even, the infinity
+        assert_eq!(to_f16(-1e-8), 0x8000);
+        assert_eq!(to_f16(5.960_464_5e-8), 0x0001); // 2^-24
+        assert_eq!(to_f16(2.980_232_2e-8), 0x0000); // 2^-25: a tie, to even
+        assert_eq!(to_f16(f32::NEG_INFINITY), 0xfc00);
+        // Between neighbours, the nearer one.
+        for h in 0x0001..0x7bfe_u16 {
+            let (a, b) = (from_f16(h), from_f16(h + 1));
+            let mid = a + (b - a) * 0.25;
+            assert_eq!(to_f16(mid), h, "{h:#06x}");
+            assert_eq!(to_f16(a + (b - a) * 0.75), h + 1, "{h:#06x}");
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Quantized rows (decisions 45-47) against PyTorch's fixtures (`generate_quant.py`):
+//! `quantize` byte for byte as torch's prepack ops, `dequantize` and `QTable::gather` bit
+//! for bit as its unpack ops, and the pooled sum's order (decision 47) against torch's
+//! quantized bag ops; errors naming their values.
+
+use ndarray::{Array1, Array2, ArrayD, Ix2, array};
+use ndarray_gather::GatherError;
+use ndarray_gather::quant::{QTable, Rowwise};
+
+use crate::support::manifest::{Case, cases as manifest, read};
+
+/// The case's data file `key` as an array of `T`, if it holds `T`.
+fn load_opt<T: crate::support::npy::Npy>(c: &Case, key: &str) -> Option<ArrayD<T>> {
+    read(c.req(key))
+}
+
+/// The case's data file `key`, which holds `T`.
+fn load<T: crate::support::npy::Npy>(c: &Case, key: &str) -> ArrayD<T> {
+    load_opt(c, key).unwrap_or_else(|| panic!("{}: {key} of another type", c.name))
+}
+
+fn layout(c: &Case) -> Rowwise {
+    match c.req("layout") {
+        "int8" => Rowwise::Int8,
+        "int4" => Rowwise::Int4,
+        "int2" => Rowwise::Int2,
+        l => panic!("{}: layout {l}", c.name),
+    }
+}
+
+fn two_d<T>(a: ArrayD<T>) -> Array2<T> {
+    a.into_dimensionality::<Ix2>().expect("a 2-D fixture")
+}
+
+fn cases() -> Vec<Case> {
+    manifest("QUANT_MANIFEST.txt")
+}
+
+#[test]
+#[cfg_attr(miri, ignore)]
+fn quantize_and_dequantize_give_torchs_bytes_and_values() {
+    let mut seen = 0;
+    for c in cases().iter().filter(|c| c.op == "quantize") {
+        let l = layout(c);
+        let table: Array2<f32> = two_d(load(c, "table"));
+        let bytes: Array2<u8> = two_d(load(c, "bytes"));
+        let unpack: Array2<f32> = two_d(load(c, "unpack"));
+        let q = l.quantize(&table).unwrap();
+        assert_eq!(q.dim(), bytes.dim(), "{}", c.name);
+        let first = q.indexed_iter().zip(bytes.iter()).find(|((_, a), b)| a != b);
+        if let Some(((at, a), b)) = first {
+            panic!("{}: byte {at:?} is {a}, torch's {b}", c.name);
+        }
+        let back = l.dequantize(&bytes).unwrap();
+        let bits = |a: &Array2<f32>| a.mapv(f32::to_bits);
+        assert_eq!(bits(&back), bits(&unpack), "{}: dequantize", c.name);
+        // Any memory order of the bytes, and the table's gather of every row.
+        let f = bytes.t().as_standard_layout().t().to_owned();
+        let qt = QTable::new(&f, l).unwrap();
+        assert_eq!(qt.dim(), table.dim(), "{}", c.name);
+        let all: Vec<i64> = (0..table.nrows() as i64).rev().collect();
+        let rows = qt.gather(&all).unwrap();
+        let mut want = unpack.clone();
+        want.invert_axis(ndarray::Axis(0));
+        assert_eq!(bits(&rows), bits(&want), "{}: gather", c.name);
+        seen += 1;
+    }
+    assert_eq!(seen, 17);
+}
+
+/// Decision 47's order, written out: each position adds `fma(w * scale, q, out + w *
+/// bias)` in increasing position order, from zero; torch's quantized bag sums to the bit.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn a_pooled_sum_in_decision_47s_order_is_torchs() {
+    let mut seen = 0;
+    for c in cases().iter().filter(|c| c.op == "bag_sum") {
+        let l = layout(c);
+        let bytes: Array2<u8> = two_d(load(c, "bytes"));
+        let qt = QTable::new(&bytes, l).unwrap();
+        let (n, d) = qt.dim();
+        let idx: Vec<i64> = match load_opt::<i64>(c, "indices") {
+            Some(a) => a.iter().copied().collect(),
+            None => load::<i32>(c, "indices").iter().map(|&v| i64::from(v)).collect(),
+        };
+        let starts: Vec<i64> = load::<i64>(c, "offsets").iter().copied().collect();
+        let weights: Option<Array1<f32>> = c
+            .get("weights")
+            .map(|_| load::<f32>(c, "weights").into_dimensionality().unwrap());
+        let expect: Array2<f32> = two_d(load(c, "expect"));
+        let mut out = Array2::<f32>::zeros((starts.len(), d));
+        for (b, mut o) in out.outer_iter_mut().enumerate() {
+            let end = starts.get(b + 1).map_or(idx.len(), |&e| e as usize);
+            for p in starts[b] as usize..end {
+                let r = idx[p] as usize;
+                assert!(r < n);
+                let (scale, bias, q) = decode(l, bytes.row(r).to_slice().unwrap(), d);
+                let w = weights.as_ref().map_or(1.0, |w| w[p]);
+                for (j, o) in o.iter_mut().enumerate() {
+                    *o = (w * scale).mul_add(f32::from(q[j]), *o + w * bias);
+                }
+            }
+        }
+        let bits = |a: &Array2<f32>| a.mapv(f32::to_bits);
+        assert_eq!(bits(&out), bits(&expect), "{}", c.name);
+        seen += 1;
+    }
+    assert_eq!(seen, 9);
+}
+
+/// A row's scale, bias and values, read from its bytes as decision 45 lays them out.
+fn decode(l: Rowwise, row: &[u8], d: usize) -> (f32, f32, Vec<u8>) {
+    let half = |b: &[u8]| half_to_f32(u16::from_le_bytes([b[0], b[1]]));
+    match l {
+        Rowwise::Int8 => (
+            f32::from_le_bytes(row[d..d + 4].try_into().unwrap()),
+            f32::from_le_bytes(row[d + 4..d + 8].try_into().unwrap()),
+            row[..d].to_vec(),
+        ),
+        _ => {
+            let bits = if l == Rowwise::Int4 { 4 } else { 2 };
+            let per = 8 / bits;
+            let packed = d / per;
+            let q = (0..d)
+                .map(|j| (row[j / per] >> ((j % per) * bits)) & ((1 << bits) - 1))
+                .collect();
+            (half(&row[packed..]), half(&row[packed + 2..]), q)
+        }
+    }
+}
+
+/// A half float's value, from its definition (a large range's scale overflows to the
+/// infinity: the fixtures' `1e6` rows).
+fn half_to_f32(h: u16) -> f32 {
+    let (sign, exp, man) = (h >> 15, i32::from((h >> 10) & 0x1f), f32::from(h & 0x3ff));
+    let v = match exp {
+        0 => man * 2f32.powi(-24),
+        31 if man == 0.0 => f32::INFINITY,
+        31 => f32::NAN,
+        _ => (1.0 + man / 1024.0) * 2f32.powi(exp - 15),
+    };
+    if sign == 1 { -v } else { v }
+}
+
+#[test]
+fn errors_name_the_value_or_the_width() {
+    let e = Rowwise::Int8
+        .quantize(&array![[1.0, 2.0], [3.0, f32::NAN]])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GatherError::NotFinite {
+                row: 1,
+                column: 1,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "Rowwise::quantize: the value at row 1, column 1 is NaN, which a quantized row cannot hold"
+    );
+    let e = Rowwise::Int4.quantize(&array![[f32::INFINITY, 2.0]]).unwrap_err();
+    assert!(e.to_string().contains("row 0, column 0 is inf"), "{e}");
+    let e = Rowwise::Int4.quantize(&array![[1.0, 2.0, 3.0]]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "Rowwise::quantize: rows of 3 values do not fit the Int4 layout: Int4 packs 2 values to a byte, so a row's values must be a multiple of 2"
+    );
+    let e = Rowwise::Int2.quantize(&array![[1.0, 2.0]]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GatherError::RowWidth {
+                width: 2,
+                layout: "Int2",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = QTable::new(&Array2::<u8>::zeros((2, 7)), Rowwise::Int8).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "QTable::new: rows of 7 bytes do not fit the Int8 layout: a row of Int8 holds its scale and bias in its last 8 bytes"
+    );
+    let e = Rowwise::Int2
+        .dequantize(&Array2::<u8>::zeros((1, 3)))
+        .unwrap_err();
+    assert!(
+        e.to_string().starts_with("Rowwise::dequantize: rows of 3 bytes"),
+        "{e}"
+    );
+    // A bad index names itself; negative ones count from the end.
+    let q = Rowwise::Int8.quantize(&array![[1.0, 2.0], [3.0, 4.0]]).unwrap();
+    let qt = QTable::new(&q, Rowwise::Int8).unwrap();
+    let e = qt.gather(&[0, 2]).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("QTable::gather: index 2 at position [1]"),
+        "{e}"
+    );
+    assert_eq!(qt.gather(&[-1]).unwrap(), qt.gather(&[1]).unwrap());
+    // Garbage bytes (a NaN scale) give NaN, never a panic.
+    let mut g = Array2::<u8>::from_elem((1, 10), 0xff);
+    g[[0, 0]] = 3;
+    assert!(Rowwise::Int8.dequantize(&g).unwrap().iter().all(|v| v.is_nan()));
+    assert!(Rowwise::Int4.dequantize(&g).unwrap().iter().all(|v| v.is_nan()));
+}
+
+/// Rows of no values, and empty tables.
+#[test]
+fn empty_rows_and_tables() {
+    let q = Rowwise::Int8.quantize(&Array2::<f32>::zeros((2, 0))).unwrap();
+    assert_eq!(q.dim(), (2, 8));
+    assert_eq!(Rowwise::Int8.dequantize(&q).unwrap().dim(), (2, 0));
+    let q = Rowwise::Int4.quantize(&Array2::<f32>::zeros((0, 4))).unwrap();
+    assert_eq!(q.dim(), (0, 6));
+    assert_eq!(
+        QTable::new(&q, Rowwise::Int4)
+            .unwrap()
+            .gather(&[0_i64; 0])
+            .unwrap()
+            .dim(),
+        (0, 4)
+    );
+}
