@@ -14,7 +14,7 @@ use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
 use ndarray_gather::prelude::*;
 use std::hint::black_box;
 
-pub const REDUCE_IDS: [&str; 13] = [
+pub const REDUCE_IDS: [&str; 14] = [
     "B1_bag_sum",
     "B2_bag_weighted",
     "B3_bag_mean",
@@ -28,6 +28,7 @@ pub const REDUCE_IDS: [&str; 13] = [
     "T2_bag_mean_backward",
     "T3_graph_mean_backward",
     "B5_small_skewed_bags",
+    "Q4_quantize",
 ];
 
 /// Feature width of every workload (f32).
@@ -232,6 +233,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
     match &id[..1] {
         "T" => return backward(id),
         _ if id == "B5_small_skewed_bags" => return small_skewed(id),
+        _ if id == "Q4_quantize" => return quantize(id),
         "B" => {
             let t = table(1_000_000);
             let (starts, n) = bags();
@@ -694,4 +696,27 @@ pub fn aligned(t: &Array2<f32>) -> Array2<f32> {
     a.assign(t);
     assert_eq!(a.as_ptr() as usize % 64, 0);
     a
+}
+
+/// Q4: B1's table (1M x 64 `f32`) quantized, `int8` and `int4` (allocating, as torch's
+/// prepack ops return a new tensor).
+fn quantize(id: &'static str) -> ReduceWorkload {
+    use ndarray_gather::quant::Rowwise;
+    let t = table(1_000_000);
+    let mut variants: Vec<Variant> = Vec::new();
+    for (name, layout) in [("int8", Rowwise::Int8), ("int4", Rowwise::Int4)] {
+        let t = t.clone();
+        variants.push((
+            name,
+            Box::new(move || {
+                black_box(layout.quantize(&t).unwrap());
+            }),
+        ));
+    }
+    ReduceWorkload {
+        id,
+        out_bytes: 1_000_000 * 72,
+        gathered_bytes: 0,
+        variants,
+    }
 }

@@ -21,6 +21,7 @@ cache line (a 256-byte row spans 5 lines, not 4) and in 4 KiB pages (a table fro
       dense [1M, 64] gradient)
   T2  T1 with mode="mean"
   T3  G2's x[src] + index_reduce_(mean, include_self=False) backward into x's gradient
+  Q4  B1's table quantized: `torch*_int8` / `_int4` embedding_bag_byte / 4bit_prepack
   B5  a [200_000, 32] table, 8 batches of 4096 Zipf(1.1)-skewed bags of 1-50 ids in turn:
       `torch*` F.embedding_bag (forward), `torch*_step` embedding_bag(sparse=True),
       backward and an optim.SGD step
@@ -94,6 +95,10 @@ def skewed_batches(rows, count):
 
 
 def calls(wid):
+    if wid.startswith("Q4"):
+        t = table(1_000_000)
+        q = torch.ops.quantized
+        return {"_int8": lambda: q.embedding_bag_byte_prepack(t), "_int4": lambda: q.embedding_bag_4bit_prepack(t)}
     if wid.startswith("B5"):
         rows = 200_000
         t = torch.empty((rows, 32))
@@ -192,6 +197,6 @@ if __name__ == "__main__":
     all_ids = ["B1_bag_sum", "B2_bag_weighted", "B3_bag_mean", "B4_bag_max", "G1_graph_sum",
                "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum",
                "T1_bag_sum_backward", "T2_bag_mean_backward", "T3_graph_mean_backward",
-               "B5_small_skewed_bags"]
+               "B5_small_skewed_bags", "Q4_quantize"]
     want = sys.argv[1:]
     main([i for i in all_ids if not want or any(i.startswith(w) for w in want)])

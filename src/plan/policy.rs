@@ -54,6 +54,10 @@ pub(crate) const STAGED_RANGE_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 2
 /// A plan's indices are resolved on the pool's threads in ranges of this many index bytes.
 pub(crate) const RESOLVE_RANGE_BYTES: usize = 1 << 18;
 
+/// A table is quantized on the pool's threads in ranges of rows of about this many input
+/// bytes.
+pub(crate) const QUANTIZE_RANGE_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 20 };
+
 /// A scatter's indices are checked in ranges of this many index bytes.
 pub(crate) const CHECK_RANGE_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 18 };
 

@@ -18,6 +18,7 @@
 mod half;
 
 use std::borrow::Cow;
+use std::sync::Mutex;
 
 use ndarray::{Array, Array2, ArrayRef, ArrayView2, AsArray, Axis, Dimension, Ix2};
 
@@ -25,6 +26,10 @@ use crate::call::reduce::{Rows, resolve_rows};
 use crate::error::GatherError;
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
+use crate::kernel::isa::Isa;
+use crate::kernel::{BadIndex, schedule};
+use crate::plan::policy::QUANTIZE_RANGE_BYTES;
+use crate::plan::{Ranges, worth_parallel};
 pub(crate) use half::{from_f16, to_f16};
 
 /// A rowwise quantized layout, byte for byte as PyTorch stores it (decision 45). A row of
@@ -153,24 +158,47 @@ impl Rowwise {
                 ),
             });
         }
-        if let Some(((row, column), &value)) = table.indexed_iter().find(|(_, v)| !v.is_finite()) {
+        let bytes = self.row_bytes(d);
+        let mut out = Array2::<u8>::zeros((n, bytes));
+        // Rows in ranges of about `QUANTIZE_RANGE_BYTES` of input, on the pool's threads
+        // when the table is large; a range stops at its first row with a NaN or an
+        // infinity, and the first in row-major order is then found and named.
+        let size = n * d * size_of::<f32>();
+        let ranges = Ranges::new(n, size, QUANTIZE_RANGE_BYTES);
+        let parts: Vec<Mutex<&mut [u8]>> = out
+            .as_slice_mut()
+            .expect("a fresh array is contiguous")
+            .chunks_mut((ranges.per * bytes).max(1))
+            .map(Mutex::new)
+            .collect();
+        let job = |c: usize| {
+            // Each part is locked once, by its own job: never poisoned.
+            let mut to = parts[c].lock().map_err(|_| BadIndex)?;
+            let rows = ranges.get(c);
+            match Isa::detect() {
+                Isa::Base => quantize_rows(self, table, rows, &mut to),
+                // SAFETY: the CPU has AVX2 (detected: every variant above `Base` has it).
+                #[cfg(target_arch = "x86_64")]
+                _ => unsafe { quantize_rows_avx2(self, table, rows, &mut to) },
+            }
+        };
+        let good = if worth_parallel(size) && ranges.count > 1 {
+            schedule::run_jobs(ranges.count, false, job).finish().is_ok()
+        } else {
+            (0..ranges.count).all(|c| job(c).is_ok())
+        };
+        drop(parts);
+        if !good {
+            let ((row, column), &value) = table
+                .indexed_iter()
+                .find(|(_, v)| !v.is_finite())
+                .expect("a range stopped at a value that is not finite");
             return Err(GatherError::NotFinite {
                 op: OP,
                 row,
                 column,
                 value,
             });
-        }
-        let mut out = Array2::<u8>::zeros((n, self.row_bytes(d)));
-        let mut buf = Vec::with_capacity(d);
-        for (x, mut q) in table.outer_iter().zip(out.outer_iter_mut()) {
-            buf.clear();
-            buf.extend(x.iter().copied());
-            let q = q.as_slice_mut().expect("a fresh array's row is contiguous");
-            match self {
-                Rowwise::Int8 => quantize_int8(&buf, q),
-                _ => quantize_nbit(self.bits(), &buf, q),
-            }
         }
         Ok(out)
     }
@@ -201,26 +229,84 @@ impl Rowwise {
     }
 }
 
-/// A row of `Int8`: its values' bytes, then scale and bias (`f32`, little-endian).
-fn quantize_int8(x: &[f32], q: &mut [u8]) {
+/// Rows `rows` of `table` quantized into `to` (their bytes, back to back); `Err` at the
+/// first row with a value that is not finite.
+#[inline(always)]
+fn quantize_rows(
+    layout: Rowwise,
+    table: &ArrayRef<f32, Ix2>,
+    rows: std::ops::Range<usize>,
+    to: &mut [u8],
+) -> Result<(), BadIndex> {
+    let bytes = layout.row_bytes(table.ncols());
+    let (mut buf, mut values) = (Vec::new(), vec![0; table.ncols()]);
+    for (r, q) in rows.zip(to.chunks_exact_mut(bytes)) {
+        let row = table.row(r);
+        let x = match row.as_slice() {
+            Some(x) => x,
+            None => {
+                buf.clear();
+                buf.extend(row.iter().copied());
+                &buf[..]
+            }
+        };
+        let (min, max) = min_max(x).ok_or(BadIndex)?;
+        match layout {
+            Rowwise::Int8 => quantize_int8(x, q, min, max),
+            _ => quantize_nbit(layout.bits(), x, q, min, max, &mut values),
+        }
+    }
+    Ok(())
+}
+
+/// [`quantize_rows`] compiled for AVX2 (eight lanes where the baseline has four).
+///
+/// # Safety
+/// The CPU has AVX2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn quantize_rows_avx2(
+    layout: Rowwise,
+    table: &ArrayRef<f32, Ix2>,
+    rows: std::ops::Range<usize>,
+    to: &mut [u8],
+) -> Result<(), BadIndex> {
+    quantize_rows(layout, table, rows, to)
+}
+
+/// 2^23: a value in `0..2^23` added to it leaves its nearest integer (ties to even, as
+/// `lrintf` in the default rounding mode) in the low bits of the sum, with no rounding
+/// instruction (which the baseline x86-64 lacks: a call per value).
+const MAGIC: f32 = 8_388_608.0;
+
+/// The nearest integer to `x` (in `0..2^23`), ties to even, modulo 256.
+#[inline(always)]
+fn round_byte(x: f32) -> u8 {
+    (x + MAGIC).to_bits() as u8
+}
+
+/// A row of `Int8` (its smallest and largest values `min`, `max`): its values' bytes, then
+/// scale and bias (`f32`, little-endian).
+#[inline(always)]
+fn quantize_int8(x: &[f32], q: &mut [u8], min: f32, max: f32) {
     let d = x.len();
-    let (min, max) = min_max(x);
     let range = max - min;
     let inverse = 255.0 / (range + 1e-8);
+    // (`(x - min) * inverse` lies in 0..=255 for finite values: rounded as `lrintf`.)
     for (q, &v) in q.iter_mut().zip(x) {
-        // (Round to nearest, ties to even, as `lrintf`; then the low byte, as C's cast.)
-        *q = ((v - min) * inverse).round_ties_even() as i64 as u8;
+        *q = round_byte((v - min) * inverse);
     }
     q[d..d + 4].copy_from_slice(&(range / 255.0).to_le_bytes());
     q[d + 4..d + 8].copy_from_slice(&min.to_le_bytes());
 }
 
 /// A row of `bits`-bit values, packed low bits first, then scale and bias (half floats,
-/// little-endian).
-fn quantize_nbit(bits: usize, x: &[f32], q: &mut [u8]) {
+/// little-endian); `values` holds the row's values unpacked on the way (one pass that
+/// vectorizes, then the packing).
+#[inline(always)]
+fn quantize_nbit(bits: usize, x: &[f32], q: &mut [u8], min: f32, max: f32, values: &mut [u8]) {
     let per_byte = 8 / bits;
-    let packed = x.len().div_ceil(per_byte);
-    let (min, max) = min_max(x);
+    let packed = x.len() / per_byte;
     let min_h = to_f16(min);
     let min = from_f16(min_h);
     let range = max - min;
@@ -234,24 +320,62 @@ fn quantize_nbit(bits: usize, x: &[f32], q: &mut [u8]) {
     if inverse.is_infinite() {
         (scale, inverse) = (1.0, 1.0);
     }
-    q[..packed].fill(0);
-    for (j, &v) in x.iter().enumerate() {
-        let value = ((v - min) * inverse).round_ties_even().clamp(0.0, top) as u8;
-        q[j / per_byte] |= value << ((j % per_byte) * bits);
+    // Clamped before rounding, which is the same as after for a whole `top`; a NaN (an
+    // infinite scale's `0 * inf`) clamps to 0, as C's conversion of it did here.
+    for (v, &x) in values.iter_mut().zip(x) {
+        *v = round_byte(((x - min) * inverse).clamp(0.0, top).max(0.0));
+    }
+    if bits == 4 {
+        for (b, v) in q[..packed].iter_mut().zip(values.chunks_exact(2)) {
+            *b = v[0] | v[1] << 4;
+        }
+    } else {
+        for (b, v) in q[..packed].iter_mut().zip(values.chunks_exact(4)) {
+            *b = v[0] | v[1] << 2 | v[2] << 4 | v[3] << 6;
+        }
     }
     q[packed..packed + 2].copy_from_slice(&to_f16(scale).to_le_bytes());
     q[packed + 2..packed + 4].copy_from_slice(&min_h.to_le_bytes());
 }
 
-/// The first smallest and largest values (`std::min_element` / `max_element`); 0 and 0
-/// for no values.
-fn min_max(x: &[f32]) -> (f32, f32) {
+/// The first smallest and largest values (`std::min_element` / `max_element`), and
+/// whether every value is finite (`None` if one is not); 0 and 0 for no values. Eight
+/// lanes side by side in one pass (so that it vectorizes), then the lanes: the same
+/// values as one ordered pass, but for which zero is kept where `0.0` and `-0.0` tie, so a
+/// zero is found again in order.
+#[inline(always)]
+fn min_max(x: &[f32]) -> Option<(f32, f32)> {
     let Some(&first) = x.first() else {
-        return (0.0, 0.0);
+        return Some((0.0, 0.0));
     };
-    x.iter().fold((first, first), |(lo, hi), &v| {
-        (if v < lo { v } else { lo }, if v > hi { v } else { hi })
-    })
+    let (mut lo, mut hi, mut ok) = ([first; 8], [first; 8], [true; 8]);
+    let chunks = x.chunks_exact(8);
+    let rest = chunks.remainder();
+    // (`f32::min` / `max` compile to one instruction each here; for finite values they
+    // differ from the first-kept compare only between `0.0` and `-0.0`, settled below.)
+    for c in chunks {
+        for k in 0..8 {
+            lo[k] = lo[k].min(c[k]);
+            hi[k] = hi[k].max(c[k]);
+            ok[k] &= c[k].is_finite();
+        }
+    }
+    if !(ok.iter().all(|&o| o) && rest.iter().all(|v| v.is_finite())) {
+        return None;
+    }
+    let tree = |v: [f32; 8], f: fn(f32, f32) -> f32| {
+        f(f(f(v[0], v[1]), f(v[2], v[3])), f(f(v[4], v[5]), f(v[6], v[7])))
+    };
+    let mut min = rest.iter().fold(tree(lo, f32::min), |m, &v| m.min(v));
+    let mut max = rest.iter().fold(tree(hi, f32::max), |m, &v| m.max(v));
+    let pick = |a: f32, b: f32, take: bool| if take { b } else { a };
+    if min == 0.0 {
+        min = x.iter().fold(first, |m, &v| pick(m, v, v < m));
+    }
+    if max == 0.0 {
+        max = x.iter().fold(first, |m, &v| pick(m, v, v > m));
+    }
+    Some((min, max))
 }
 
 /// A table of quantized rows (decision 45): any `[n, row_bytes]` view of `u8` (an

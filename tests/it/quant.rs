@@ -227,3 +227,46 @@ fn empty_rows_and_tables() {
         (0, 4)
     );
 }
+
+/// A large table quantizes in parallel ranges of rows: each row as it quantizes alone, in
+/// any memory order, on one thread or three; the first value that is not finite in
+/// row-major order is the one named, wherever the ranges fall.
+#[test]
+#[cfg_attr(miri, ignore)]
+fn large_tables_quantize_row_by_row_on_any_thread_count() {
+    let t = Array2::from_shape_fn((12_000, 48), |(r, c)| {
+        ((r * 31 + c * 7) % 101) as f32 * 0.37 - 20.0
+    });
+    let f = t.t().as_standard_layout().t().to_owned();
+    for l in [Rowwise::Int8, Rowwise::Int4, Rowwise::Int2] {
+        let q = l.quantize(&t).unwrap();
+        for r in [0, 1, 2999, 11_999] {
+            let one = l.quantize(&t.slice(ndarray::s![r..r + 1, ..])).unwrap();
+            assert_eq!(q.row(r), one.row(0), "{l:?} row {r}");
+        }
+        assert_eq!(l.quantize(&f).unwrap(), q, "{l:?} in Fortran order");
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+        assert_eq!(
+            pool.install(|| l.quantize(&t)).unwrap(),
+            q,
+            "{l:?} on three threads"
+        );
+        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        assert_eq!(one.install(|| l.quantize(&t)).unwrap(), q, "{l:?} on one thread");
+    }
+    let mut bad = t.clone();
+    bad[[11_990, 3]] = f32::INFINITY;
+    bad[[6000, 40]] = f32::NAN;
+    let e = Rowwise::Int8.quantize(&bad).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GatherError::NotFinite {
+                row: 6000,
+                column: 40,
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
