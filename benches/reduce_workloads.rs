@@ -14,7 +14,7 @@ use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
 use ndarray_gather::prelude::*;
 use std::hint::black_box;
 
-pub const REDUCE_IDS: [&str; 14] = [
+pub const REDUCE_IDS: [&str; 16] = [
     "B1_bag_sum",
     "B2_bag_weighted",
     "B3_bag_mean",
@@ -29,6 +29,8 @@ pub const REDUCE_IDS: [&str; 14] = [
     "T3_graph_mean_backward",
     "B5_small_skewed_bags",
     "Q4_quantize",
+    "Q1_int8_bags",
+    "Q2_int4_bags",
 ];
 
 /// Feature width of every workload (f32).
@@ -234,6 +236,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
         "T" => return backward(id),
         _ if id == "B5_small_skewed_bags" => return small_skewed(id),
         _ if id == "Q4_quantize" => return quantize(id),
+        _ if id.starts_with("Q1") || id.starts_with("Q2") => return quantized_bags(id),
         "B" => {
             let t = table(1_000_000);
             let (starts, n) = bags();
@@ -717,6 +720,51 @@ fn quantize(id: &'static str) -> ReduceWorkload {
         id,
         out_bytes: 1_000_000 * 72,
         gathered_bytes: 0,
+        variants,
+    }
+}
+
+/// Q1 / Q2: B1's bags over B1's table quantized to `Int8` / `Int4` rows
+/// (`QTable::gather_reduce`, Sum, allocating); `f32` is B1's own call in the same process.
+fn quantized_bags(id: &'static str) -> ReduceWorkload {
+    use ndarray_gather::quant::{QTable, Rowwise};
+    let layout = if id.starts_with("Q1") {
+        Rowwise::Int8
+    } else {
+        Rowwise::Int4
+    };
+    let t = table(1_000_000);
+    let q = layout.quantize(&t).unwrap();
+    let (starts, n) = bags();
+    let idx = Array1::from(uniform(n, 1_000_000, 12));
+    let starts = Array1::from(starts);
+    let mut variants: Vec<Variant> = Vec::new();
+    {
+        let (idx, starts) = (idx.clone(), starts.clone());
+        variants.push((
+            "alloc",
+            Box::new(move || {
+                let qt = QTable::new(&q, layout).unwrap();
+                black_box(
+                    qt.gather_reduce(&idx, Segments::starts(&starts), Pooling::Sum)
+                        .unwrap(),
+                );
+            }),
+        ));
+    }
+    variants.push((
+        "f32",
+        Box::new(move || {
+            black_box(
+                t.gather_reduce(&idx, Segments::starts(&starts), 0, Pooling::Sum)
+                    .unwrap(),
+            );
+        }),
+    ));
+    ReduceWorkload {
+        id,
+        out_bytes: 16384 * WIDTH * 4,
+        gathered_bytes: n * layout.row_bytes(WIDTH),
         variants,
     }
 }

@@ -101,6 +101,7 @@ mod axis;
 mod call;
 mod error;
 mod ext;
+mod half;
 mod index;
 mod indices;
 mod kernel;

@@ -21,6 +21,8 @@ cache line (a 256-byte row spans 5 lines, not 4) and in 4 KiB pages (a table fro
       dense [1M, 64] gradient)
   T2  T1 with mode="mean"
   T3  G2's x[src] + index_reduce_(mean, include_self=False) backward into x's gradient
+  Q1  B1's bags over B1's table as Int8 rows: quantized::embedding_bag_byte_rowwise_offsets
+  Q2  the same over Int4 rows: embedding_bag_4bit_rowwise_offsets
   Q4  B1's table quantized: `torch*_int8` / `_int4` embedding_bag_byte / 4bit_prepack
   B5  a [200_000, 32] table, 8 batches of 4096 Zipf(1.1)-skewed bags of 1-50 ids in turn:
       `torch*` F.embedding_bag (forward), `torch*_step` embedding_bag(sparse=True),
@@ -95,6 +97,14 @@ def skewed_batches(rows, count):
 
 
 def calls(wid):
+    if wid.startswith("Q1") or wid.startswith("Q2"):
+        t = table(1_000_000)
+        q = torch.ops.quantized
+        packed = q.embedding_bag_byte_prepack(t) if wid.startswith("Q1") else q.embedding_bag_4bit_prepack(t)
+        op = q.embedding_bag_byte_rowwise_offsets if wid.startswith("Q1") else q.embedding_bag_4bit_rowwise_offsets
+        starts, n, _ = bags()
+        idx = torch.from_numpy(rng.integers(0, 1_000_000, size=n).astype(np.int64))
+        return {"": lambda: op(packed, idx, starts, False, 0, False, None, None, False)}
     if wid.startswith("Q4"):
         t = table(1_000_000)
         q = torch.ops.quantized
@@ -197,6 +207,6 @@ if __name__ == "__main__":
     all_ids = ["B1_bag_sum", "B2_bag_weighted", "B3_bag_mean", "B4_bag_max", "G1_graph_sum",
                "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum",
                "T1_bag_sum_backward", "T2_bag_mean_backward", "T3_graph_mean_backward",
-               "B5_small_skewed_bags", "Q4_quantize"]
+               "B5_small_skewed_bags", "Q4_quantize", "Q1_int8_bags", "Q2_int4_bags"]
     want = sys.argv[1:]
     main([i for i in all_ids if not want or any(i.startswith(w) for w in want)])

@@ -15,22 +15,25 @@
 //! # Ok::<(), ndarray_gather::GatherError>(())
 //! ```
 
-mod half;
-
 use std::borrow::Cow;
 use std::sync::Mutex;
 
 use ndarray::{Array, Array2, ArrayRef, ArrayView2, AsArray, Axis, Dimension, Ix2};
 
-use crate::call::reduce::{Rows, resolve_rows};
-use crate::error::GatherError;
+use crate::call::reduce::{Rows, check_pool, resolve_rows, with_rows};
+use crate::call::zeros;
+use crate::error::{GatherError, internal};
+use crate::half::{from_f16, to_f16};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::isa::Isa;
+use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, Quantized, sorted_quantized};
 use crate::kernel::{BadIndex, schedule};
 use crate::plan::policy::QUANTIZE_RANGE_BYTES;
+use crate::plan::reduce::{Lane, ReduceWalk, ahead};
 use crate::plan::{Ranges, worth_parallel};
-pub(crate) use half::{from_f16, to_f16};
+use crate::pool::IntoPool;
+use crate::segments::{Checked, Segments};
 
 /// A rowwise quantized layout, byte for byte as PyTorch stores it (decision 45). A row of
 /// `D` values is:
@@ -159,7 +162,9 @@ impl Rowwise {
             });
         }
         let bytes = self.row_bytes(d);
-        let mut out = Array2::<u8>::zeros((n, bytes));
+        // (A large table in huge pages, as the crate's fresh outputs: its rows are then
+        // read at random, one page walk each in 4 KiB pages.)
+        let mut out = zeros::<u8, _>(OP, Ix2(n, bytes))?;
         // Rows in ranges of about `QUANTIZE_RANGE_BYTES` of input, on the pool's threads
         // when the table is large; a range stops at its first row with a NaN or an
         // infinity, and the first in row-major order is then found and named.
@@ -465,6 +470,131 @@ impl<'a> QTable<'a> {
                 }
             }
         }
+    }
+
+    /// The gather-reduce of the rows `indices` name into `segments` with `pool` (decision
+    /// 47), each row's bytes read once and made `f32` in registers (no dequantized copy):
+    /// as [`gather_reduce`](crate::GatherReduceExt::gather_reduce) of the `f32` table along
+    /// axis 0, every pooling, weight, skip and fill. `Sum` (and `Mean` / `SqrtN`, which
+    /// divide it) adds each position as FBGEMM does, `out = fma(w * scale, q, out + w *
+    /// bias)` from zero: PyTorch's `quantized::embedding_bag_{byte,4bit,2bit}_rowwise_offsets`
+    /// to the bit; the other poolings see each value as `fma(scale, q, bias)`. Each segment
+    /// is built by one thread in position order: the same bits on any thread count.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    /// use ndarray_gather::quant::{QTable, Rowwise};
+    ///
+    /// let q = Rowwise::Int8.quantize(&array![[0.0, 255.0], [1.0, 1.0], [-2.0, 2.0]])?;
+    /// let qt = QTable::new(&q, Rowwise::Int8)?;
+    /// // torch: quantized::embedding_bag_byte_rowwise_offsets(q, [2, 0, 1], offsets=[0, 2])
+    /// let bags = qt.gather_reduce(&[2, 0, 1], Segments::starts(&[0, 2]), Pooling::Sum)?;
+    /// assert_eq!(bags, array![[-2.0, 257.0], [1.0, 1.0]]);
+    /// let m = qt.gather_reduce(&[2, 0, 1], Segments::starts(&[0, 2]), Pooling::Max.skip(1))?;
+    /// assert_eq!(m, array![[0.0, 255.0], [0.0, 0.0]]); // the second bag: all skipped
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As `gather_reduce`'s: the segments, the pool (weights, their count), the indices.
+    #[doc(
+        alias = "embedding_bag_byte_rowwise_offsets",
+        alias = "embedding_bag_4bit_rowwise_offsets"
+    )]
+    pub fn gather_reduce<'w, I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        indices: impl IndexArray<I, E>,
+        segments: Segments<'_, J>,
+        pool: impl IntoPool<'w, f32>,
+    ) -> Result<Array2<f32>, GatherError> {
+        const OP: &str = "QTable::gather_reduce";
+        let pool = pool.into_pool();
+        let (n, d) = self.dim();
+        indices.with_ref(OP, |ix| {
+            let positions = ix.len();
+            let segs = Checked::new(OP, &segments, positions)?;
+            check_pool(OP, &pool, positions, false)?;
+            let rows = resolve_rows(OP, ix, 0, n, pool.skip)?;
+            // Every segment kind as CSR ranges (ids sorted by segment first): the sorted
+            // walk, whose rows may come from another source.
+            let csr = with_rows!(rows, r => match &segs {
+                Checked::Sorted(bounds, count) => Csr::by_ranges(r, n, positions, *count, |s| bounds.get(s)),
+                Checked::Ids(ids, count) => Csr::by_ids(r, n, *ids, *count),
+            })
+            .ok_or_else(|| GatherError::SizeOverflow {
+                op: OP,
+                shape: ix.shape().to_vec(),
+            })?;
+            let count = segs.count();
+            let mut out = zeros::<f32, _>(OP, Ix2(count, d))?;
+            // The walk reads each row's bytes as one run.
+            let copy;
+            let bytes = if self.bytes.ncols() <= 1 || self.bytes.strides()[1] == 1 {
+                self.bytes
+            } else {
+                copy = self.bytes.as_standard_layout().into_owned();
+                copy.view()
+            };
+            let (base, stride) = (bytes.as_ptr(), bytes.strides()[0]);
+            let ReduceWalk::Sorted { jobs } = ReduceWalk::of(false, count, csr.len(), d * 4, 0) else {
+                return Err(internal(OP, "sorted segments walked by ids"));
+            };
+            // The contract of `Geometry` for a row source: the output is a fresh `[count, d]`
+            // array in standard order (its rows single runs); the input pointer is never
+            // read (the rows come from `Quantized`, whose contract the view gives: `n` rows
+            // of `row_bytes` contiguous bytes from `base`, `stride` apart).
+            let g = Geometry {
+                x: std::ptr::NonNull::<f32>::dangling().as_ptr(),
+                x_step: 0,
+                rows: n,
+                out: out.as_mut_ptr(),
+                o_step: d as isize,
+                segments: count,
+                arg: std::ptr::null_mut(),
+                ahead: ahead(self.layout.row_bytes(d)),
+                lane: Lane { len: d, x: 1, o: 1 },
+                outer: Vec::new(),
+            };
+            let p = Pooler::of(pool, positions);
+            match self.layout {
+                Rowwise::Int8 => sorted_quantized(
+                    &g,
+                    &csr,
+                    &p,
+                    jobs,
+                    &Quantized::<8> {
+                        base,
+                        stride,
+                        values: d,
+                    },
+                ),
+                Rowwise::Int4 => sorted_quantized(
+                    &g,
+                    &csr,
+                    &p,
+                    jobs,
+                    &Quantized::<4> {
+                        base,
+                        stride,
+                        values: d,
+                    },
+                ),
+                Rowwise::Int2 => sorted_quantized(
+                    &g,
+                    &csr,
+                    &p,
+                    jobs,
+                    &Quantized::<2> {
+                        base,
+                        stride,
+                        values: d,
+                    },
+                ),
+            }
+            .map_err(|BadIndex| internal(OP, "a row out of range after the check"))?;
+            Ok(out)
+        })
     }
 
     /// The rows `indices` name, dequantized (`fma(scale, q, bias)`): the indices' shape

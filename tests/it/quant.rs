@@ -3,109 +3,152 @@
 //! for bit as its unpack ops, and the pooled sum's order (decision 47) against torch's
 //! quantized bag ops; errors naming their values.
 
-use ndarray::{Array1, Array2, ArrayD, Ix2, array};
+use ndarray::{Array2, array};
 use ndarray_gather::GatherError;
 use ndarray_gather::quant::{QTable, Rowwise};
 
-use crate::support::manifest::{Case, cases as manifest, read};
+/// PyTorch's fixtures (files: not under Miri, whose isolation has no file system).
+#[cfg(not(miri))]
+mod fixtures {
+    use ndarray::{Array1, Array2, ArrayD, Ix2};
+    use ndarray_gather::quant::{QTable, Rowwise};
 
-/// The case's data file `key` as an array of `T`, if it holds `T`.
-fn load_opt<T: crate::support::npy::Npy>(c: &Case, key: &str) -> Option<ArrayD<T>> {
-    read(c.req(key))
-}
+    use super::decode;
+    use crate::support::manifest::{Case, cases as manifest, read};
 
-/// The case's data file `key`, which holds `T`.
-fn load<T: crate::support::npy::Npy>(c: &Case, key: &str) -> ArrayD<T> {
-    load_opt(c, key).unwrap_or_else(|| panic!("{}: {key} of another type", c.name))
-}
-
-fn layout(c: &Case) -> Rowwise {
-    match c.req("layout") {
-        "int8" => Rowwise::Int8,
-        "int4" => Rowwise::Int4,
-        "int2" => Rowwise::Int2,
-        l => panic!("{}: layout {l}", c.name),
+    /// The case's data file `key` as an array of `T`, if it holds `T`.
+    fn load_opt<T: crate::support::npy::Npy>(c: &Case, key: &str) -> Option<ArrayD<T>> {
+        read(c.req(key))
     }
-}
 
-fn two_d<T>(a: ArrayD<T>) -> Array2<T> {
-    a.into_dimensionality::<Ix2>().expect("a 2-D fixture")
-}
+    /// The case's data file `key`, which holds `T`.
+    fn load<T: crate::support::npy::Npy>(c: &Case, key: &str) -> ArrayD<T> {
+        load_opt(c, key).unwrap_or_else(|| panic!("{}: {key} of another type", c.name))
+    }
 
-fn cases() -> Vec<Case> {
-    manifest("QUANT_MANIFEST.txt")
-}
-
-#[test]
-#[cfg_attr(miri, ignore)]
-fn quantize_and_dequantize_give_torchs_bytes_and_values() {
-    let mut seen = 0;
-    for c in cases().iter().filter(|c| c.op == "quantize") {
-        let l = layout(c);
-        let table: Array2<f32> = two_d(load(c, "table"));
-        let bytes: Array2<u8> = two_d(load(c, "bytes"));
-        let unpack: Array2<f32> = two_d(load(c, "unpack"));
-        let q = l.quantize(&table).unwrap();
-        assert_eq!(q.dim(), bytes.dim(), "{}", c.name);
-        let first = q.indexed_iter().zip(bytes.iter()).find(|((_, a), b)| a != b);
-        if let Some(((at, a), b)) = first {
-            panic!("{}: byte {at:?} is {a}, torch's {b}", c.name);
+    fn layout(c: &Case) -> Rowwise {
+        match c.req("layout") {
+            "int8" => Rowwise::Int8,
+            "int4" => Rowwise::Int4,
+            "int2" => Rowwise::Int2,
+            l => panic!("{}: layout {l}", c.name),
         }
-        let back = l.dequantize(&bytes).unwrap();
-        let bits = |a: &Array2<f32>| a.mapv(f32::to_bits);
-        assert_eq!(bits(&back), bits(&unpack), "{}: dequantize", c.name);
-        // Any memory order of the bytes, and the table's gather of every row.
-        let f = bytes.t().as_standard_layout().t().to_owned();
-        let qt = QTable::new(&f, l).unwrap();
-        assert_eq!(qt.dim(), table.dim(), "{}", c.name);
-        let all: Vec<i64> = (0..table.nrows() as i64).rev().collect();
-        let rows = qt.gather(&all).unwrap();
-        let mut want = unpack.clone();
-        want.invert_axis(ndarray::Axis(0));
-        assert_eq!(bits(&rows), bits(&want), "{}: gather", c.name);
-        seen += 1;
     }
-    assert_eq!(seen, 17);
-}
 
-/// Decision 47's order, written out: each position adds `fma(w * scale, q, out + w *
-/// bias)` in increasing position order, from zero; torch's quantized bag sums to the bit.
-#[test]
-#[cfg_attr(miri, ignore)]
-fn a_pooled_sum_in_decision_47s_order_is_torchs() {
-    let mut seen = 0;
-    for c in cases().iter().filter(|c| c.op == "bag_sum") {
-        let l = layout(c);
-        let bytes: Array2<u8> = two_d(load(c, "bytes"));
-        let qt = QTable::new(&bytes, l).unwrap();
-        let (n, d) = qt.dim();
-        let idx: Vec<i64> = match load_opt::<i64>(c, "indices") {
-            Some(a) => a.iter().copied().collect(),
-            None => load::<i32>(c, "indices").iter().map(|&v| i64::from(v)).collect(),
-        };
-        let starts: Vec<i64> = load::<i64>(c, "offsets").iter().copied().collect();
-        let weights: Option<Array1<f32>> = c
-            .get("weights")
-            .map(|_| load::<f32>(c, "weights").into_dimensionality().unwrap());
-        let expect: Array2<f32> = two_d(load(c, "expect"));
-        let mut out = Array2::<f32>::zeros((starts.len(), d));
-        for (b, mut o) in out.outer_iter_mut().enumerate() {
-            let end = starts.get(b + 1).map_or(idx.len(), |&e| e as usize);
-            for p in starts[b] as usize..end {
-                let r = idx[p] as usize;
-                assert!(r < n);
-                let (scale, bias, q) = decode(l, bytes.row(r).to_slice().unwrap(), d);
-                let w = weights.as_ref().map_or(1.0, |w| w[p]);
-                for (j, o) in o.iter_mut().enumerate() {
-                    *o = (w * scale).mul_add(f32::from(q[j]), *o + w * bias);
+    fn two_d<T>(a: ArrayD<T>) -> Array2<T> {
+        a.into_dimensionality::<Ix2>().expect("a 2-D fixture")
+    }
+
+    fn cases() -> Vec<Case> {
+        manifest("QUANT_MANIFEST.txt")
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn quantize_and_dequantize_give_torchs_bytes_and_values() {
+        let mut seen = 0;
+        for c in cases().iter().filter(|c| c.op == "quantize") {
+            let l = layout(c);
+            let table: Array2<f32> = two_d(load(c, "table"));
+            let bytes: Array2<u8> = two_d(load(c, "bytes"));
+            let unpack: Array2<f32> = two_d(load(c, "unpack"));
+            let q = l.quantize(&table).unwrap();
+            assert_eq!(q.dim(), bytes.dim(), "{}", c.name);
+            let first = q.indexed_iter().zip(bytes.iter()).find(|((_, a), b)| a != b);
+            if let Some(((at, a), b)) = first {
+                panic!("{}: byte {at:?} is {a}, torch's {b}", c.name);
+            }
+            let back = l.dequantize(&bytes).unwrap();
+            let bits = |a: &Array2<f32>| a.mapv(f32::to_bits);
+            assert_eq!(bits(&back), bits(&unpack), "{}: dequantize", c.name);
+            // Any memory order of the bytes, and the table's gather of every row.
+            let f = bytes.t().as_standard_layout().t().to_owned();
+            let qt = QTable::new(&f, l).unwrap();
+            assert_eq!(qt.dim(), table.dim(), "{}", c.name);
+            let all: Vec<i64> = (0..table.nrows() as i64).rev().collect();
+            let rows = qt.gather(&all).unwrap();
+            let mut want = unpack.clone();
+            want.invert_axis(ndarray::Axis(0));
+            assert_eq!(bits(&rows), bits(&want), "{}: gather", c.name);
+            seen += 1;
+        }
+        assert_eq!(seen, 17);
+    }
+
+    /// Decision 47's order, written out: each position adds `fma(w * scale, q, out + w *
+    /// bias)` in increasing position order, from zero; torch's quantized bag sums to the bit.
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn a_pooled_sum_in_decision_47s_order_is_torchs() {
+        let mut seen = 0;
+        for c in cases().iter().filter(|c| c.op == "bag_sum") {
+            let l = layout(c);
+            let bytes: Array2<u8> = two_d(load(c, "bytes"));
+            let qt = QTable::new(&bytes, l).unwrap();
+            let (n, d) = qt.dim();
+            let idx: Vec<i64> = match load_opt::<i64>(c, "indices") {
+                Some(a) => a.iter().copied().collect(),
+                None => load::<i32>(c, "indices").iter().map(|&v| i64::from(v)).collect(),
+            };
+            let starts: Vec<i64> = load::<i64>(c, "offsets").iter().copied().collect();
+            let weights: Option<Array1<f32>> = c
+                .get("weights")
+                .map(|_| load::<f32>(c, "weights").into_dimensionality().unwrap());
+            let expect: Array2<f32> = two_d(load(c, "expect"));
+            let mut out = Array2::<f32>::zeros((starts.len(), d));
+            for (b, mut o) in out.outer_iter_mut().enumerate() {
+                let end = starts.get(b + 1).map_or(idx.len(), |&e| e as usize);
+                for p in starts[b] as usize..end {
+                    let r = idx[p] as usize;
+                    assert!(r < n);
+                    let (scale, bias, q) = decode(l, bytes.row(r).to_slice().unwrap(), d);
+                    let w = weights.as_ref().map_or(1.0, |w| w[p]);
+                    for (j, o) in o.iter_mut().enumerate() {
+                        *o = (w * scale).mul_add(f32::from(q[j]), *o + w * bias);
+                    }
                 }
             }
+            let bits = |a: &Array2<f32>| a.mapv(f32::to_bits);
+            assert_eq!(bits(&out), bits(&expect), "{}", c.name);
+            seen += 1;
         }
-        let bits = |a: &Array2<f32>| a.mapv(f32::to_bits);
-        assert_eq!(bits(&out), bits(&expect), "{}", c.name);
-        seen += 1;
+        assert_eq!(seen, 9);
     }
-    assert_eq!(seen, 9);
+
+    /// Torch's quantized bag sums through `QTable::gather_reduce`, to the bit.
+    #[test]
+    #[cfg_attr(miri, ignore)]
+    fn quantized_bags_are_torchs() {
+        let mut seen = 0;
+        for c in cases().iter().filter(|c| c.op == "bag_sum") {
+            let l = layout(c);
+            let bytes: Array2<u8> = two_d(load(c, "bytes"));
+            let qt = QTable::new(&bytes, l).unwrap();
+            let starts: Vec<i64> = load::<i64>(c, "offsets").iter().copied().collect();
+            let weights: Option<Array1<f32>> = c
+                .get("weights")
+                .map(|_| load::<f32>(c, "weights").into_dimensionality().unwrap());
+            let expect: Array2<f32> = two_d(load(c, "expect"));
+            let pool = |p: ndarray_gather::Pooling| match &weights {
+                Some(w) => p.weighted(w),
+                None => p.into(),
+            };
+            use ndarray_gather::{Pooling, Segments};
+            let out = match load_opt::<i64>(c, "indices") {
+                Some(i) => qt.gather_reduce(&i, Segments::starts(&starts), pool(Pooling::Sum)),
+                None => qt.gather_reduce(
+                    &load::<i32>(c, "indices"),
+                    Segments::starts(&starts),
+                    pool(Pooling::Sum),
+                ),
+            }
+            .unwrap();
+            let bits = |a: &Array2<f32>| a.mapv(f32::to_bits);
+            assert_eq!(bits(&out), bits(&expect), "{}", c.name);
+            seen += 1;
+        }
+        assert_eq!(seen, 9);
+    }
 }
 
 /// A row's scale, bias and values, read from its bytes as decision 45 lays them out.
@@ -130,14 +173,16 @@ fn decode(l: Rowwise, row: &[u8], d: usize) -> (f32, f32, Vec<u8>) {
 }
 
 /// A half float's value, from its definition (a large range's scale overflows to the
-/// infinity: the fixtures' `1e6` rows).
+/// infinity: the fixtures' `1e6` rows). Powers of two from their bits: exact, where
+/// `powi` need not be (and is not under Miri).
 fn half_to_f32(h: u16) -> f32 {
     let (sign, exp, man) = (h >> 15, i32::from((h >> 10) & 0x1f), f32::from(h & 0x3ff));
+    let two = |e: i32| f32::from_bits(((e + 127) as u32) << 23);
     let v = match exp {
-        0 => man * 2f32.powi(-24),
+        0 => man * two(-24),
         31 if man == 0.0 => f32::INFINITY,
         31 => f32::NAN,
-        _ => (1.0 + man / 1024.0) * 2f32.powi(exp - 15),
+        _ => (1.0 + man / 1024.0) * two(exp - 15),
     };
     if sign == 1 { -v } else { v }
 }
@@ -269,4 +314,220 @@ fn large_tables_quantize_row_by_row_on_any_thread_count() {
         ),
         "{e}"
     );
+}
+
+/// Every pooling, weights, skip, fill, segment kind, layout and row width (register
+/// blocks and tails), any memory order of the bytes, one thread or three: against a
+/// literal loop over the positions for the sums (decision 47's order), and against the
+/// `f32` call on the dequantized table for the poolings that see `fma(scale, q, bias)`.
+#[test]
+fn every_pooling_of_quantized_rows_matches_a_literal_loop() {
+    use ndarray_gather::prelude::*;
+    let mut state = 0x51ED_u64;
+    let mut next = move |n: u64| {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 33) % n
+    };
+    // (Under Miri: one width with a block and a tail, two of the four option sets.)
+    let widths: &[usize] = if cfg!(miri) {
+        &[20]
+    } else {
+        &[4, 8, 20, 48, 64, 100]
+    };
+    let options: &[(bool, bool)] = if cfg!(miri) {
+        &[(false, false), (true, true)]
+    } else {
+        &[(false, false), (false, true), (true, false), (true, true)]
+    };
+    for &d in widths {
+        for l in [Rowwise::Int8, Rowwise::Int4, Rowwise::Int2] {
+            let n = 9;
+            let t = Array2::from_shape_fn((n, d), |_| next(2001) as f32 / 100.0 - 10.0);
+            let q = l.quantize(&t).unwrap();
+            let f = q.t().as_standard_layout().t().to_owned();
+            let qt = QTable::new(&q, l).unwrap();
+            let deq = l.dequantize(&q).unwrap();
+            let positions = 14;
+            let idx: Vec<i64> = (0..positions)
+                .map(|_| next(2 * n as u64) as i64 - n as i64)
+                .collect();
+            let w: Vec<f32> = (0..positions).map(|_| next(400) as f32 / 100.0 - 1.0).collect();
+            let starts = [0_i64, 3, 3, 9, 13];
+            let ids: Vec<i64> = (0..positions).map(|_| next(4) as i64).collect();
+            let skip = idx[1];
+            let resolved = |v: i64| {
+                if v < 0 {
+                    (v + n as i64) as usize
+                } else {
+                    v as usize
+                }
+            };
+            // Each segment's kept positions, in order: by starts, and by ids.
+            let by_starts = |s: usize| {
+                let end = starts.get(s + 1).map_or(positions, |&e| e as usize);
+                (starts[s] as usize..end).collect::<Vec<_>>()
+            };
+            let by_ids = |s: usize| (0..positions).filter(|&p| ids[p] == s as i64).collect::<Vec<_>>();
+            for (kind, segs, members) in [
+                (
+                    "starts",
+                    Segments::starts(&starts),
+                    &by_starts as &dyn Fn(usize) -> Vec<usize>,
+                ),
+                ("ids", Segments::ids(&ids, 5), &by_ids),
+            ] {
+                for &(weighted, skipping) in options {
+                    let pool = |p: Pooling| {
+                        let mut p: Pool<'_, f32> = p.into();
+                        if weighted {
+                            p = p.weighted(&w);
+                        }
+                        if skipping {
+                            p = p.skip(skip);
+                        }
+                        p.fill(-7.5)
+                    };
+                    let what = format!("{l:?} d {d} {kind} weighted {weighted} skip {skipping}");
+                    // The sums, written out.
+                    for pooling in [Pooling::Sum, Pooling::Mean, Pooling::SqrtN] {
+                        let got = qt.gather_reduce(&idx, segs, pool(pooling)).unwrap();
+                        let fq = QTable::new(&f, l)
+                            .unwrap()
+                            .gather_reduce(&idx, segs, pool(pooling))
+                            .unwrap();
+                        assert_eq!(
+                            got.mapv(f32::to_bits),
+                            fq.mapv(f32::to_bits),
+                            "{what} {pooling}: F order"
+                        );
+                        for s in 0..5 {
+                            let kept: Vec<usize> = members(s)
+                                .into_iter()
+                                .filter(|&p| !(skipping && idx[p] == skip))
+                                .collect();
+                            let mut acc = vec![0.0f32; d];
+                            let (mut sw, mut sw2) = (0.0f32, 0.0f32);
+                            for &p in &kept {
+                                let wp = if weighted { w[p] } else { 1.0 };
+                                let row = q.row(resolved(idx[p]));
+                                let (scale, bias, qs) = decode(l, row.as_slice().unwrap(), d);
+                                for j in 0..d {
+                                    acc[j] = (wp * scale).mul_add(f32::from(qs[j]), acc[j] + wp * bias);
+                                }
+                                sw += wp;
+                                sw2 += wp * wp;
+                            }
+                            let div = match (pooling, weighted) {
+                                (Pooling::Mean, true) => sw,
+                                (Pooling::Mean, false) => kept.len() as f32,
+                                (Pooling::SqrtN, true) => (sw2 as f64).sqrt() as f32,
+                                (Pooling::SqrtN, false) => (kept.len() as f64).sqrt() as f32,
+                                _ => 1.0,
+                            };
+                            for j in 0..d {
+                                let want = if kept.is_empty() {
+                                    -7.5
+                                } else if pooling == Pooling::Sum {
+                                    acc[j]
+                                } else {
+                                    acc[j] / div
+                                };
+                                assert_eq!(
+                                    got[[s, j]].to_bits(),
+                                    want.to_bits(),
+                                    "{what} {pooling} [{s}, {j}]"
+                                );
+                            }
+                        }
+                    }
+                    // The others: each value `fma(scale, q, bias)`, the f32 kernel's way.
+                    if !weighted {
+                        for pooling in [Pooling::Max, Pooling::Min, Pooling::Prod] {
+                            let got = qt.gather_reduce(&idx, segs, pool(pooling)).unwrap();
+                            let want = deq.gather_reduce(&idx, segs, 0, pool(pooling)).unwrap();
+                            assert_eq!(
+                                got.mapv(f32::to_bits),
+                                want.mapv(f32::to_bits),
+                                "{what} {pooling}"
+                            );
+                        }
+                    }
+                }
+            }
+            // One thread and three: the same bits (a table large enough to split).
+            if !cfg!(miri) && d == 64 {
+                let big = l
+                    .quantize(&Array2::from_shape_fn((3000, d), |(r, c)| {
+                        ((r * 13 + c) % 97) as f32 - 40.0
+                    }))
+                    .unwrap();
+                let qb = QTable::new(&big, l).unwrap();
+                let idx: Vec<i64> = (0..40_000).map(|_| next(3000) as i64).collect();
+                let starts: Vec<i64> = (0..4000).map(|b| b * 10).collect();
+                let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+                let three = rayon::ThreadPoolBuilder::new().num_threads(3).build().unwrap();
+                for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
+                    let a = one
+                        .install(|| qb.gather_reduce(&idx, Segments::starts(&starts), pooling))
+                        .unwrap();
+                    let b = three
+                        .install(|| qb.gather_reduce(&idx, Segments::starts(&starts), pooling))
+                        .unwrap();
+                    assert_eq!(
+                        a.mapv(f32::to_bits),
+                        b.mapv(f32::to_bits),
+                        "{l:?} {pooling}: threads"
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// The call's errors name the values and write nothing (there is no output to write).
+#[test]
+fn quantized_pooling_errors() {
+    use ndarray_gather::prelude::*;
+    let q = Rowwise::Int4.quantize(&array![[1.0, 2.0], [3.0, 4.0]]).unwrap();
+    let qt = QTable::new(&q, Rowwise::Int4).unwrap();
+    let e = qt
+        .gather_reduce(&[0, 2], Segments::starts(&[0]), Pooling::Sum)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("QTable::gather_reduce: index 2 at position [1]"),
+        "{e}"
+    );
+    let e = qt
+        .gather_reduce(&[0, 1], Segments::starts(&[0, 3]), Pooling::Sum)
+        .unwrap_err();
+    assert!(matches!(e, GatherError::Segments { .. }), "{e}");
+    let e = qt
+        .gather_reduce(&[0, 1], Segments::uniform(1), Pooling::Sum.weighted(&[1.0]))
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GatherError::Weights {
+                len: 1,
+                positions: 2,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = qt
+        .gather_reduce(&[0, 1], Segments::uniform(1), Pooling::Max.weighted(&[1.0, 2.0]))
+        .unwrap_err();
+    assert!(matches!(e, GatherError::Pooling { .. }), "{e}");
+    // A garbage scale (NaN) gives NaN, never a panic; a skipped index out of range is fine.
+    let mut g = Array2::<u8>::from_elem((2, 10), 0xff);
+    g[[0, 0]] = 1;
+    let qt = QTable::new(&g, Rowwise::Int8).unwrap();
+    let out = qt
+        .gather_reduce(&[0, 1, 99], Segments::starts(&[0]), Pooling::Sum.skip(99))
+        .unwrap();
+    assert!(out.iter().all(|v| v.is_nan()));
 }

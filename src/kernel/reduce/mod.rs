@@ -16,12 +16,15 @@
 mod adjoint;
 mod ops;
 mod pool;
+mod quant;
 mod runs;
 mod sort;
 mod source;
 
 pub(crate) use self::adjoint::{ArgRows, ByRow, Scale, Target, backward, backward_arg};
 pub(crate) use self::pool::{Pooler, Tally};
+pub(crate) use self::quant::Quantized;
+use self::runs::RowSource;
 // (The sharded tables end their segments as the kernel does.)
 #[cfg(feature = "mpi")]
 pub(crate) use self::pool::{End, better, divide};
@@ -247,18 +250,45 @@ pub(crate) fn sorted<A: PoolElement, E: Entries>(
     p: &Pooler<'_, A>,
     jobs: usize,
 ) -> Result<(), BadIndex> {
+    sorted_from(g, e, p, jobs, &runs::Input)
+}
+
+/// [`sorted`] with quantized rows (`f32` output rows that are single runs: `Err`
+/// otherwise, which its caller's construction rules out).
+pub(crate) fn sorted_quantized<E: Entries, const BITS: usize>(
+    g: &Geometry<f32>,
+    e: &E,
+    p: &Pooler<'_, f32>,
+    jobs: usize,
+    rows: &Quantized<BITS>,
+) -> Result<(), BadIndex> {
+    sorted_from(g, e, p, jobs, rows)
+}
+
+/// [`sorted`] with rows from `rows` (a source other than the input needs rows that are
+/// single runs: `Err` otherwise).
+fn sorted_from<A: PoolElement, E: Entries, R: RowSource<A>>(
+    g: &Geometry<A>,
+    e: &E,
+    p: &Pooler<'_, A>,
+    jobs: usize,
+    rows: &R,
+) -> Result<(), BadIndex> {
     let n = g.segments;
     let per = n.div_ceil(jobs.max(1)).max(1);
     let chunks = n.div_ceil(per);
     // (An argmax runs in `u32` there.)
     let runs = g.runs() && (g.arg.is_null() || u32::try_from(p.positions).is_ok());
+    if !runs && !R::INPUT {
+        return Err(BadIndex);
+    }
     let isa = if runs { Isa::detect() } else { Isa::Base };
     let job = |c: usize| {
         let segs = c * per..((c + 1) * per).min(n);
         if runs {
             // SAFETY: rows that are single runs, `isa` detected on this CPU, and this job
             // alone builds these segments (below `segments`).
-            return unsafe { runs::dispatch(isa, g, p, &runs::Sorted { e, segs }) };
+            return unsafe { runs::dispatch(isa, g, p, &runs::Sorted { e, segs, rows }) };
         }
         for s in segs {
             // SAFETY: `s < segments`, and this job alone builds segment `s`.

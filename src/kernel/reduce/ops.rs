@@ -11,6 +11,9 @@ use crate::pool::PoolElement;
 pub(super) trait RowOp<A> {
     const WEIGHTED: bool;
     const ARG: bool;
+    /// Whether it adds its rows (`Sum`, `WeightedSum`: also `Mean` and `SqrtN`), so that a
+    /// quantized row may add in FBGEMM's order.
+    const SUM: bool = false;
     fn first(o: &mut [A], x: &[A], w: &A, a: &mut [u32], p: u32);
     fn next(o: &mut [A], x: &[A], w: &A, a: &mut [u32], p: u32);
 }
@@ -24,6 +27,7 @@ pub(super) struct Extremum<const MAX: bool, const ARG: bool>;
 impl<A: PoolElement> RowOp<A> for Sum {
     const WEIGHTED: bool = false;
     const ARG: bool = false;
+    const SUM: bool = true;
     #[inline(always)]
     fn first(o: &mut [A], x: &[A], _: &A, _: &mut [u32], _: u32) {
         for (o, x) in o.iter_mut().zip(x) {
@@ -41,6 +45,7 @@ impl<A: PoolElement> RowOp<A> for Sum {
 impl<A: PoolElement> RowOp<A> for WeightedSum {
     const WEIGHTED: bool = true;
     const ARG: bool = false;
+    const SUM: bool = true;
     #[inline(always)]
     fn first(o: &mut [A], x: &[A], w: &A, _: &mut [u32], _: u32) {
         for (o, x) in o.iter_mut().zip(x) {

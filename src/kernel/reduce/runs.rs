@@ -138,6 +138,66 @@ fn combine<A: PoolElement, Op: RowOp<A>>(
     }
 }
 
+/// Where a sorted walk's rows come from: the input array of the [`Geometry`]
+/// ([`Input`]), or another source of rows of `A` (quantized rows: [`Quantized`]) that the
+/// same walk, blocks and poolings read. A source other than the input is read only where
+/// rows are single runs.
+pub(super) trait RowSource<A>: Sync {
+    /// Whether the rows are the geometry's input (any layout, through the lanes' loops).
+    const INPUT: bool;
+    /// Asks for `bytes` bytes' worth of row `r`'s columns from `c`.
+    fn prefetch(&self, g: &Geometry<A>, r: usize, c: usize, bytes: usize);
+    /// Combines columns `c..c + o.len()` of row `r` into `o` as position `pos`'s
+    /// contribution to its segment (argmax row `a`), counted in `tally`.
+    ///
+    /// # Safety
+    /// The contract of [`Walker::walk`]; `r < g.rows`, `c + o.len()` at most the row's
+    /// length.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn combine<Op: RowOp<A>>(
+        &self,
+        g: &Geometry<A>,
+        p: &Pooler<'_, A>,
+        o: &mut [A],
+        r: usize,
+        c: usize,
+        a: &mut [u32],
+        pos: usize,
+        tally: &mut Tally<A>,
+    );
+}
+
+/// The geometry's own input rows.
+pub(super) struct Input;
+
+impl<A: PoolElement> RowSource<A> for Input {
+    const INPUT: bool = true;
+
+    #[inline(always)]
+    fn prefetch(&self, g: &Geometry<A>, r: usize, c: usize, bytes: usize) {
+        prefetch_block(g.x_row(r).wrapping_add(c), bytes);
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn combine<Op: RowOp<A>>(
+        &self,
+        g: &Geometry<A>,
+        p: &Pooler<'_, A>,
+        o: &mut [A],
+        r: usize,
+        c: usize,
+        a: &mut [u32],
+        pos: usize,
+        tally: &mut Tally<A>,
+    ) {
+        // SAFETY: `r < rows`, so `o.len()` elements from column `c` are its row's (the
+        // caller's contract).
+        let x = unsafe { std::slice::from_raw_parts(g.x_row(r).add(c), o.len()) };
+        combine::<A, Op>(p, o, x, a, pos, tally);
+    }
+}
+
 /// The rows of `g` as slices: input row `r`, output row of segment `s`.
 ///
 /// # Safety
@@ -198,13 +258,14 @@ unsafe fn widen(a: *mut usize, arg: &[u32]) {
     }
 }
 
-/// Segments that are ranges of entries (`sorted`): `segs` of `e`.
-pub(super) struct Sorted<'e, E> {
+/// Segments that are ranges of entries (`sorted`): `segs` of `e`, rows from `rows`.
+pub(super) struct Sorted<'e, E, R> {
     pub e: &'e E,
     pub segs: Range<usize>,
+    pub rows: &'e R,
 }
 
-impl<A: PoolElement, E: Entries> Walker<A> for Sorted<'_, E> {
+impl<A: PoolElement, E: Entries, R: RowSource<A>> Walker<A> for Sorted<'_, E, R> {
     #[inline(always)]
     unsafe fn walk<Op: RowOp<A>>(&self, g: &Geometry<A>, p: &Pooler<'_, A>) -> Result<(), BadIndex> {
         let len = g.lane.len;
@@ -245,7 +306,7 @@ impl<A: PoolElement, E: Entries> Walker<A> for Sorted<'_, E> {
     }
 }
 
-impl<E: Entries> Sorted<'_, E> {
+impl<E: Entries, R> Sorted<'_, E, R> {
     /// Segment `s`'s positions in order: asks for `bytes` bytes from column `c` of the
     /// row `g.ahead` positions on, and calls `f(r, pos)` with each position's row
     /// (checked below `g.rows`), skipped positions left out.
@@ -257,11 +318,14 @@ impl<E: Entries> Sorted<'_, E> {
         c: usize,
         bytes: usize,
         mut f: impl FnMut(usize, usize),
-    ) -> Result<(), BadIndex> {
+    ) -> Result<(), BadIndex>
+    where
+        R: RowSource<A>,
+    {
         let (e, total) = (self.e, self.e.len());
         for k in e.segment(s) {
             if k + g.ahead < total {
-                prefetch_block(g.x_row(e.peek(k + g.ahead)).wrapping_add(c), bytes);
+                self.rows.prefetch(g, e.peek(k + g.ahead), c, bytes);
             }
             let Some((r, pos)) = e.entry(k) else { continue };
             if r >= g.rows {
@@ -286,7 +350,10 @@ impl<E: Entries> Sorted<'_, E> {
         p: &Pooler<'_, A>,
         s: usize,
         c: usize,
-    ) -> Result<Tally<A>, BadIndex> {
+    ) -> Result<Tally<A>, BadIndex>
+    where
+        R: RowSource<A>,
+    {
         let mut acc: [A; K] = std::array::from_fn(|_| A::zero());
         let mut arg = [0u32; K];
         let mut tally = Tally::new();
@@ -297,10 +364,11 @@ impl<E: Entries> Sorted<'_, E> {
             K * size_of::<A>(),
             #[inline(always)]
             |r, pos| {
-                // SAFETY: `r < rows`, so `K` elements from column `c` are its row's (the
-                // contract).
-                let x = unsafe { std::slice::from_raw_parts(g.x_row(r).add(c), K) };
-                combine::<A, Op>(p, &mut acc, x, &mut arg, pos, &mut tally);
+                // SAFETY: `r < rows`, and `K` columns from `c` are the row's (the contract).
+                unsafe {
+                    self.rows
+                        .combine::<Op>(g, p, &mut acc, r, c, &mut arg, pos, &mut tally)
+                };
             },
         )?;
         if tally.count > 0 {
@@ -333,7 +401,10 @@ impl<E: Entries> Sorted<'_, E> {
         s: usize,
         c: usize,
         arg: &mut [u32],
-    ) -> Result<Tally<A>, BadIndex> {
+    ) -> Result<Tally<A>, BadIndex>
+    where
+        R: RowSource<A>,
+    {
         let mut tally = Tally::new();
         let bytes = ((g.lane.len - c) * size_of::<A>()).min(REDUCE_PREFETCH_MAX_BYTES);
         self.each_row(
@@ -343,9 +414,13 @@ impl<E: Entries> Sorted<'_, E> {
             bytes,
             #[inline(always)]
             |r, pos| {
-                // SAFETY: `r < rows`, `s` one of this walk's segments (the contract).
-                let (x, o) = unsafe { rows_of(g, r, s) };
-                combine::<A, Op>(p, &mut o[c..], &x[c..], arg, pos, &mut tally);
+                // SAFETY: segment `s`'s output row, a run of the row's length, this
+                // thread's (the contract); `r < rows` and the columns from `c` are its.
+                unsafe {
+                    let o = std::slice::from_raw_parts_mut(g.out_row(s).0, g.lane.len);
+                    self.rows
+                        .combine::<Op>(g, p, &mut o[c..], r, c, arg, pos, &mut tally);
+                }
             },
         )?;
         if Op::ARG && tally.count > 0 {

@@ -1,4 +1,5 @@
-//! IEEE half-precision conversions, as FBGEMM's rowwise layouts store their scale and bias:
+//! IEEE half-precision conversions (a leaf every layer may use), as FBGEMM's rowwise
+//! layouts store their scale and bias:
 //! round to nearest, ties to even (the `half` crate is optional; these two are all the
 //! quantizers need).
 

@@ -1,0 +1,152 @@
+//! Quantized rows as a row source of the sorted walk (decision 47): each position's row
+//! read once, as bytes, its values made `f32` in registers, no dequantized copy. `Sum`
+//! (and `Mean` / `SqrtN`, which divide it) adds in FBGEMM's order, per position
+//! `out = fma(w * scale, q, out + w * bias)` from zero; the other poolings see each value
+//! as `fma(scale, q, bias)`.
+
+use super::Geometry;
+use super::ops::RowOp;
+use super::pool::{Pooler, Tally};
+use super::runs::RowSource;
+use crate::half::from_f16;
+use crate::kernel::prefetch::prefetch_block;
+use crate::plan::policy::REDUCE_BLOCK;
+
+/// Rows of bytes in a rowwise layout: row `r` starts at `base + r * stride` and holds
+/// `values` values of `BITS` bits, packed low bits first, then its scale and bias (`f32`
+/// for 8 bits, half floats otherwise). (`BITS` is a constant, so that each layout's loops
+/// are compiled apart and vectorize.)
+///
+/// The contract (its builder's, `quant::QTable`): every row below the walk's `rows` is
+/// `row_bytes` readable bytes from its start.
+pub(crate) struct Quantized<const BITS: usize> {
+    pub base: *const u8,
+    pub stride: isize,
+    pub values: usize,
+}
+
+// SAFETY: the walk's threads only read the rows (shared bytes, `&[u8]`).
+unsafe impl<const BITS: usize> Sync for Quantized<BITS> {}
+
+impl<const BITS: usize> Quantized<BITS> {
+    /// The bytes of a row.
+    #[inline(always)]
+    pub fn row_bytes(&self) -> usize {
+        self.values * BITS / 8 + if BITS == 8 { 8 } else { 4 }
+    }
+
+    /// Row `r`'s bytes.
+    ///
+    /// # Safety
+    /// `r` is a row of the contract.
+    #[inline(always)]
+    unsafe fn row(&self, r: usize) -> &[u8] {
+        // SAFETY: the contract: `row_bytes` readable bytes from the row's start.
+        unsafe { std::slice::from_raw_parts(self.base.offset(r as isize * self.stride), self.row_bytes()) }
+    }
+
+    /// A row's scale and bias.
+    #[inline(always)]
+    fn scale_bias(&self, row: &[u8]) -> (f32, f32) {
+        let at = self.values * BITS / 8;
+        if BITS == 8 {
+            let word = |i: usize| f32::from_le_bytes([row[i], row[i + 1], row[i + 2], row[i + 3]]);
+            (word(at), word(at + 4))
+        } else {
+            let half = |i: usize| from_f16(u16::from_le_bytes([row[i], row[i + 1]]));
+            (half(at), half(at + 2))
+        }
+    }
+
+    /// The quantized values of columns `c..c + n` of `row`, in order, to `f`.
+    #[inline(always)]
+    fn each(&self, row: &[u8], c: usize, n: usize, mut f: impl FnMut(usize, f32)) {
+        match BITS {
+            8 => row[c..c + n]
+                .iter()
+                .enumerate()
+                .for_each(|(k, &q)| f(k, f32::from(q))),
+            _ => {
+                let per = 8 / BITS;
+                for k in 0..n {
+                    let j = c + k;
+                    f(
+                        k,
+                        f32::from((row[j / per] >> ((j % per) * BITS)) & ((1 << BITS) - 1) as u8),
+                    );
+                }
+            }
+        }
+    }
+}
+
+impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
+    const INPUT: bool = false;
+
+    #[inline(always)]
+    fn prefetch(&self, _: &Geometry<f32>, r: usize, c: usize, bytes: usize) {
+        // The columns' bytes (a quarter or an eighth of `f32`'s, and the scale and bias
+        // at the row's end, which the first block reads): the whole row for short ones.
+        let from = c * BITS / 8;
+        let len = (bytes * BITS / 32).max(1).min(self.row_bytes() - from);
+        let at = self
+            .base
+            .wrapping_offset(r as isize * self.stride)
+            .wrapping_add(from);
+        prefetch_block(at, if c == 0 { self.row_bytes() } else { len });
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn combine<Op: RowOp<f32>>(
+        &self,
+        _: &Geometry<f32>,
+        p: &Pooler<'_, f32>,
+        o: &mut [f32],
+        r: usize,
+        c: usize,
+        a: &mut [u32],
+        pos: usize,
+        tally: &mut Tally<f32>,
+    ) {
+        // SAFETY: `r` below the walk's rows (the caller's contract), rows of the contract.
+        let row = unsafe { self.row(r) };
+        let (scale, bias) = self.scale_bias(row);
+        let w = match &p.weights {
+            Some(w) if Op::WEIGHTED => w[pos],
+            _ => 1.0,
+        };
+        if Op::SUM {
+            // FBGEMM's order, each position `fma(w * scale, q, out + w * bias)`, from the
+            // zeros a segment starts with (a block's registers, a fresh output row).
+            let (ws, wb) = (w * scale, w * bias);
+            self.each(row, c, o.len(), |k, q| o[k] = ws.mul_add(q, o[k] + wb));
+        } else {
+            // Each value `fma(scale, q, bias)`, then the pooling's own step (in blocks of
+            // at most a register block's columns, in registers).
+            let mut x = [0.0f32; REDUCE_BLOCK];
+            let n = o.len();
+            let mut at = 0;
+            while at < n {
+                let len = (n - at).min(REDUCE_BLOCK);
+                self.each(row, c + at, len, |k, q| x[k] = scale.mul_add(q, bias));
+                let arg = if Op::ARG {
+                    &mut a[at..at + len]
+                } else {
+                    &mut [][..]
+                };
+                if tally.count == 0 {
+                    Op::first(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
+                } else {
+                    Op::next(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
+                }
+                at += len;
+            }
+        }
+        tally.count += 1;
+        if Op::WEIGHTED {
+            tally.weight += w;
+            tally.weight_sq += w * w;
+        }
+    }
+}
