@@ -27,7 +27,7 @@ use crate::half::{from_f16, to_f16};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::isa::Isa;
-use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, Quantized, sorted_quantized};
+use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, Positions, Quantized, sorted_quantized};
 use crate::kernel::{BadIndex, schedule};
 use crate::plan::policy::QUANTIZE_RANGE_BYTES;
 use crate::plan::reduce::{Lane, ReduceWalk, ahead};
@@ -516,16 +516,6 @@ impl<'a> QTable<'a> {
             let segs = Checked::new(OP, &segments, positions)?;
             check_pool(OP, &pool, positions, false)?;
             let rows = resolve_rows(OP, ix, 0, n, pool.skip)?;
-            // Every segment kind as CSR ranges (ids sorted by segment first): the sorted
-            // walk, whose rows may come from another source.
-            let csr = with_rows!(rows, r => match &segs {
-                Checked::Sorted(bounds, count) => Csr::by_ranges(r, n, positions, *count, |s| bounds.get(s)),
-                Checked::Ids(ids, count) => Csr::by_ids(r, n, *ids, *count),
-            })
-            .ok_or_else(|| GatherError::SizeOverflow {
-                op: OP,
-                shape: ix.shape().to_vec(),
-            })?;
             let count = segs.count();
             let mut out = zeros::<f32, _>(OP, Ix2(count, d))?;
             // The walk reads each row's bytes as one run.
@@ -536,14 +526,13 @@ impl<'a> QTable<'a> {
                 copy = self.bytes.as_standard_layout().into_owned();
                 copy.view()
             };
-            let (base, stride) = (bytes.as_ptr(), bytes.strides()[0]);
-            let ReduceWalk::Sorted { jobs } = ReduceWalk::of(false, count, csr.len(), d * 4, 0) else {
+            let ReduceWalk::Sorted { jobs } = ReduceWalk::of(false, count, positions, d * 4, 0) else {
                 return Err(internal(OP, "sorted segments walked by ids"));
             };
             // The contract of `Geometry` for a row source: the output is a fresh `[count, d]`
             // array in standard order (its rows single runs); the input pointer is never
             // read (the rows come from `Quantized`, whose contract the view gives: `n` rows
-            // of `row_bytes` contiguous bytes from `base`, `stride` apart).
+            // of `row_bytes` contiguous bytes, `strides()[0]` apart).
             let g = Geometry {
                 x: std::ptr::NonNull::<f32>::dangling().as_ptr(),
                 x_step: 0,
@@ -557,41 +546,27 @@ impl<'a> QTable<'a> {
                 outer: Vec::new(),
             };
             let p = Pooler::of(pool, positions);
-            match self.layout {
-                Rowwise::Int8 => sorted_quantized(
-                    &g,
-                    &csr,
-                    &p,
-                    jobs,
-                    &Quantized::<8> {
-                        base,
-                        stride,
-                        values: d,
-                    },
-                ),
-                Rowwise::Int4 => sorted_quantized(
-                    &g,
-                    &csr,
-                    &p,
-                    jobs,
-                    &Quantized::<4> {
-                        base,
-                        stride,
-                        values: d,
-                    },
-                ),
-                Rowwise::Int2 => sorted_quantized(
-                    &g,
-                    &csr,
-                    &p,
-                    jobs,
-                    &Quantized::<2> {
-                        base,
-                        stride,
-                        values: d,
-                    },
-                ),
-            }
+            let w = Walk {
+                g: &g,
+                p: &p,
+                jobs,
+                bytes,
+                layout: self.layout,
+                values: d,
+            };
+            // Segments that are ranges walk them as they are; ids are sorted into CSR.
+            with_rows!(rows, r => match &segs {
+                Checked::Sorted(bounds, _) => w.run(&Positions { rows: r, bounds, len: positions }),
+                Checked::Ids(ids, count) => match Csr::by_ids(r, n, *ids, *count) {
+                    Some(csr) => w.run(&csr),
+                    None => {
+                        return Err(GatherError::SizeOverflow {
+                            op: OP,
+                            shape: ix.shape().to_vec(),
+                        });
+                    }
+                },
+            })
             .map_err(|BadIndex| internal(OP, "a row out of range after the check"))?;
             Ok(out)
         })
@@ -627,5 +602,29 @@ impl<'a> QTable<'a> {
             }
             Ok(out)
         })
+    }
+}
+
+/// A quantized gather-reduce's walk over some entries: its geometry, pooler and jobs, and
+/// the rows' bytes in their layout.
+struct Walk<'a, 'w> {
+    g: &'a Geometry<f32>,
+    p: &'a Pooler<'w, f32>,
+    jobs: usize,
+    bytes: ArrayView2<'a, u8>,
+    layout: Rowwise,
+    values: usize,
+}
+
+impl Walk<'_, '_> {
+    /// The sorted walk over `e`, with the rows of this layout.
+    fn run<E: Entries>(&self, e: &E) -> Result<(), BadIndex> {
+        let (base, stride, values) = (self.bytes.as_ptr(), self.bytes.strides()[0], self.values);
+        let (g, p, jobs) = (self.g, self.p, self.jobs);
+        match self.layout {
+            Rowwise::Int8 => sorted_quantized(g, e, p, jobs, &Quantized::<8> { base, stride, values }),
+            Rowwise::Int4 => sorted_quantized(g, e, p, jobs, &Quantized::<4> { base, stride, values }),
+            Rowwise::Int2 => sorted_quantized(g, e, p, jobs, &Quantized::<2> { base, stride, values }),
+        }
     }
 }

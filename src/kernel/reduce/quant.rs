@@ -66,14 +66,15 @@ impl<const BITS: usize> Quantized<BITS> {
                 .iter()
                 .enumerate()
                 .for_each(|(k, &q)| f(k, f32::from(q))),
+            // (`c` and `n` are whole bytes' values: a block starts at a multiple of 16
+            // columns, and a row's values fill its bytes.)
             _ => {
                 let per = 8 / BITS;
-                for k in 0..n {
-                    let j = c + k;
-                    f(
-                        k,
-                        f32::from((row[j / per] >> ((j % per) * BITS)) & ((1 << BITS) - 1) as u8),
-                    );
+                let mask = ((1u16 << BITS) - 1) as u8;
+                for (i, &b) in row[c / per..(c + n) / per].iter().enumerate() {
+                    for s in 0..per {
+                        f(i * per + s, f32::from((b >> (s * BITS)) & mask));
+                    }
                 }
             }
         }
