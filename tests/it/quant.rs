@@ -531,3 +531,30 @@ fn quantized_pooling_errors() {
         .unwrap();
     assert!(out.iter().all(|v| v.is_nan()));
 }
+
+/// The smallest value is the first smallest, as `std::min_element` finds it: between
+/// `0.0` and `-0.0` the first in the row is the bias, its sign bit kept (rows of 8 and more
+/// run in vector lanes, whose order is not the row's).
+#[test]
+fn a_zero_bias_keeps_the_first_zeros_sign() {
+    for (first, second) in [(0.0f32, -0.0f32), (-0.0, 0.0)] {
+        for d in [3, 8, 9, 24] {
+            let row: Vec<f32> = (0..d)
+                .map(|j| {
+                    if j == d - 2 {
+                        first
+                    } else if j == d - 1 {
+                        second
+                    } else {
+                        j as f32 + 1.0
+                    }
+                })
+                .collect();
+            let q = Rowwise::Int8
+                .quantize(&Array2::from_shape_vec((1, d), row).unwrap())
+                .unwrap();
+            let bias = f32::from_le_bytes(q.row(0).as_slice().unwrap()[d + 4..d + 8].try_into().unwrap());
+            assert_eq!(bias.to_bits(), first.to_bits(), "d {d}: {first} then {second}");
+        }
+    }
+}
