@@ -43,21 +43,16 @@ pub fn zeros_aligned<M, A: Clone + Zero, S: ShapeArg<M>>(shape: S) -> Result<Arr
     if size == 0 {
         return Array::from_shape_vec(dim.clone(), vec![A::zero(); len]).map_err(|_| overflow());
     }
-    // One line more than the elements, so that a line boundary falls within the first
-    // line's worth of them (an element's alignment divides 64 for every number type; the
-    // start found is then a whole number of elements in).
-    let spare = CACHE_LINE / size.min(CACHE_LINE);
+    // A line's worth of elements more, so that a line starts within the first line's
+    // worth; it starts a whole number of elements in where the element's size divides the
+    // gap (every number type's; otherwise the array starts where the allocation does).
+    let spare = CACHE_LINE.div_ceil(size);
     let total = len
         .checked_add(spare)
         .filter(|&n| n.checked_mul(size).is_some_and(|b| b <= isize::MAX as usize));
     let buf = Array1::from_elem(total.ok_or_else(overflow)?, A::zero());
-    let addr = buf.as_ptr() as usize;
-    let skip = (addr.next_multiple_of(CACHE_LINE) - addr) / size;
-    let skip = if skip * size == addr.next_multiple_of(CACHE_LINE) - addr && skip <= spare {
-        skip
-    } else {
-        0
-    };
+    let gap = (buf.as_ptr() as usize).next_multiple_of(CACHE_LINE) - buf.as_ptr() as usize;
+    let skip = if gap.is_multiple_of(size) { gap / size } else { 0 };
     buf.slice_move(s![skip..skip + len])
         .into_shape_with_order(dim.clone())
         .map_err(|_| overflow())

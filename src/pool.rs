@@ -218,6 +218,21 @@ mod private {
 /// What every `pool` parameter takes: a bare [`Pooling`] or a [`Pool`] of the table's
 /// element type (its weights and fill are of that type). Sealed.
 ///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+///
+/// let table = array![[1.0_f32], [2.0]];
+/// let w = array![0.5_f32, 2.0];
+/// let bags = table.gather_reduce(&[0, 1], Segments::uniform(2), 0, Pooling::Sum.weighted(&w))?;
+/// assert_eq!(bags, array![[4.5]]);
+/// assert_eq!(table.gather_reduce(&[0, 1], Segments::uniform(2), 0, Pooling::Max)?, array![[2.0]]);
+/// # Ok::<(), GatherError>(())
+/// ```
+///
+/// Weights of another element type than the table's do not compile (the compiler's note
+/// says to convert them):
+///
 /// ```compile_fail
 /// use ndarray::array;
 /// use ndarray_gather::prelude::*;

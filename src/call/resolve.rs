@@ -1,8 +1,6 @@
 //! Index resolution: every index value checked and resolved in row-major order (in
 //! parallel for a plan's large indices), and the error naming the first bad one.
 
-use std::sync::Mutex;
-
 use ndarray::RawData;
 
 use super::Call;
@@ -132,16 +130,12 @@ pub(crate) fn resolve_slice<I: Copy + Sync, P: Copy + Default + Send>(
     // resolved here), not written twice.
     let mut out = vec![P::default(); values.len()];
     let ranges = Ranges::new(values.len(), size_of_val(values), RESOLVE_RANGE_BYTES);
-    let parts: Vec<Mutex<&mut [P]>> = out.chunks_mut(ranges.per).map(Mutex::new).collect();
-    let outcome = schedule::run_jobs(ranges.count, false, |c| {
+    schedule::run_parts(&mut out, 1, &ranges, true, |range, to| {
         let mut good = true;
-        // Each part is locked once, by its own job: never poisoned.
-        let mut to = parts[c].lock().map_err(|_| BadIndex)?;
-        for (p, &v) in to.iter_mut().zip(&values[ranges.get(c)]) {
+        for (p, &v) in to.iter_mut().zip(&values[range]) {
             *p = one(v, &mut good);
         }
         if good { Ok(()) } else { Err(BadIndex) }
-    });
-    drop(parts);
-    outcome.finish().map(|()| out)
+    })
+    .map(|()| out)
 }

@@ -10,9 +10,39 @@
 #[cfg(feature = "rayon")]
 use std::any::Any;
 
+use std::sync::Mutex;
+
 use super::BadIndex;
 #[cfg(feature = "rayon")]
 use crate::machine::threads;
+use crate::plan::Ranges;
+
+/// Runs `job(range, part)` for each range of `ranges` with its own part of `out` (`width`
+/// elements per item: the part of range `c` is `out[start * width..end * width]`), on the
+/// calling thread and the pool where `parallel`, else in order; `Err` if any job failed
+/// (no job starts after the first failure).
+pub(crate) fn run_parts<T: Send>(
+    out: &mut [T],
+    width: usize,
+    ranges: &Ranges,
+    parallel: bool,
+    job: impl Fn(std::ops::Range<usize>, &mut [T]) -> Result<(), BadIndex> + Sync,
+) -> Result<(), BadIndex> {
+    let parts: Vec<Mutex<&mut [T]>> = out
+        .chunks_mut((ranges.per * width).max(1))
+        .map(Mutex::new)
+        .collect();
+    let one = |c: usize| {
+        // Each part is locked once, by its own job: never poisoned.
+        let mut to = parts[c].lock().map_err(|_| BadIndex)?;
+        job(ranges.get(c), &mut to)
+    };
+    if parallel {
+        run_jobs(ranges.count, false, one).finish()
+    } else {
+        (0..ranges.count).try_for_each(one)
+    }
+}
 
 /// How a parallel run of jobs ended.
 pub(crate) struct Outcome {
@@ -139,7 +169,6 @@ pub(crate) fn both<RA: Send, RB: Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Ranges;
 
     #[test]
     fn ranges_cover_everything_once() {

@@ -23,7 +23,7 @@ mod source;
 
 pub(crate) use self::adjoint::{ArgRows, ByRow, Scale, Target, backward, backward_arg};
 pub(crate) use self::pool::{Pooler, Tally};
-pub(crate) use self::quant::Quantized;
+pub(crate) use self::quant::{QRow, Quantized};
 use self::runs::RowSource;
 // (The sharded tables end their segments as the kernel does.)
 #[cfg(feature = "mpi")]

@@ -44,11 +44,20 @@ impl<const BITS: usize> Quantized<BITS> {
         // SAFETY: the contract: `row_bytes` readable bytes from the row's start.
         unsafe { std::slice::from_raw_parts(self.base.offset(r as isize * self.stride), self.row_bytes()) }
     }
+}
 
-    /// A row's scale and bias.
+/// One row's bytes in the layout of `values` values of `BITS` bits (decision 45): the one
+/// reader of the layout, for the walk's rows and for dequantized rows.
+pub(crate) struct QRow<'r, const BITS: usize> {
+    pub bytes: &'r [u8],
+    pub values: usize,
+}
+
+impl<const BITS: usize> QRow<'_, BITS> {
+    /// The row's scale and bias, after its values.
     #[inline(always)]
-    fn scale_bias(&self, row: &[u8]) -> (f32, f32) {
-        let at = self.values * BITS / 8;
+    fn scale_bias(&self) -> (f32, f32) {
+        let (row, at) = (self.bytes, self.values * BITS / 8);
         if BITS == 8 {
             let word = |i: usize| f32::from_le_bytes([row[i], row[i + 1], row[i + 2], row[i + 3]]);
             (word(at), word(at + 4))
@@ -58,16 +67,17 @@ impl<const BITS: usize> Quantized<BITS> {
         }
     }
 
-    /// The quantized values of columns `c..c + n` of `row`, in order, to `f`.
+    /// The quantized values of columns `c..c + n`, in order, to `f` (`c` and `n` whole
+    /// bytes' values: a block starts at a multiple of 16 columns, and a row's values fill
+    /// its bytes).
     #[inline(always)]
-    fn each(&self, row: &[u8], c: usize, n: usize, mut f: impl FnMut(usize, f32)) {
+    fn each(&self, c: usize, n: usize, mut f: impl FnMut(usize, f32)) {
+        let row = self.bytes;
         match BITS {
             8 => row[c..c + n]
                 .iter()
                 .enumerate()
                 .for_each(|(k, &q)| f(k, f32::from(q))),
-            // (`c` and `n` are whole bytes' values: a block starts at a multiple of 16
-            // columns, and a row's values fill its bytes.)
             _ => {
                 let per = 8 / BITS;
                 let mask = ((1u16 << BITS) - 1) as u8;
@@ -78,6 +88,13 @@ impl<const BITS: usize> Quantized<BITS> {
                 }
             }
         }
+    }
+
+    /// The row's values, `fma(scale, q, bias)` each, into `out` (`values` long).
+    #[inline(always)]
+    pub fn decode(&self, out: &mut [f32]) {
+        let (scale, bias) = self.scale_bias();
+        self.each(0, self.values, |k, q| out[k] = scale.mul_add(q, bias));
     }
 }
 
@@ -111,8 +128,12 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
         tally: &mut Tally<f32>,
     ) {
         // SAFETY: `r` below the walk's rows (the caller's contract), rows of the contract.
-        let row = unsafe { self.row(r) };
-        let (scale, bias) = self.scale_bias(row);
+        let bytes = unsafe { self.row(r) };
+        let row = QRow::<BITS> {
+            bytes,
+            values: self.values,
+        };
+        let (scale, bias) = row.scale_bias();
         let w = match &p.weights {
             Some(w) if Op::WEIGHTED => w[pos],
             _ => 1.0,
@@ -121,7 +142,7 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
             // FBGEMM's order, each position `fma(w * scale, q, out + w * bias)`, from the
             // zeros a segment starts with (a block's registers, a fresh output row).
             let (ws, wb) = (w * scale, w * bias);
-            self.each(row, c, o.len(), |k, q| o[k] = ws.mul_add(q, o[k] + wb));
+            row.each(c, o.len(), |k, q| o[k] = ws.mul_add(q, o[k] + wb));
         } else {
             // Each value `fma(scale, q, bias)`, then the pooling's own step (in blocks of
             // at most a register block's columns, in registers).
@@ -130,7 +151,7 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
             let mut at = 0;
             while at < n {
                 let len = (n - at).min(REDUCE_BLOCK);
-                self.each(row, c + at, len, |k, q| x[k] = scale.mul_add(q, bias));
+                row.each(c + at, len, |k, q| x[k] = scale.mul_add(q, bias));
                 let arg = if Op::ARG {
                     &mut a[at..at + len]
                 } else {

@@ -1,0 +1,263 @@
+//! [`QTable`]: quantized rows read in place, as a logical table of `f32`: gathered
+//! (dequantized) and pooled through the crate's own sorted walk, the rows coming from the
+//! kernel's quantized row source.
+
+use std::borrow::Cow;
+
+use ndarray::{Array, Array2, ArrayView2, AsArray, Axis, Dimension, Ix2};
+
+use super::Rowwise;
+use crate::call::reduce::{Rows, check_pool, resolve_rows, with_rows};
+use crate::call::zeros;
+use crate::error::{GatherError, internal};
+use crate::index::GatherIndex;
+use crate::indices::IndexArray;
+use crate::kernel::BadIndex;
+use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, Positions, QRow, Quantized, sorted_quantized};
+use crate::plan::reduce::{Lane, ReduceWalk, ahead};
+use crate::pool::IntoPool;
+use crate::segments::{Checked, Segments};
+
+/// A table of quantized rows (decision 45): any `[n, row_bytes]` view of `u8` (an
+/// array, a memory map's view) read in place in a [`Rowwise`] layout, as a logical
+/// `(n, D)` table of `f32`.
+///
+/// ```
+/// use ndarray_gather::quant::{QTable, Rowwise};
+///
+/// let bytes = ndarray::Array2::<u8>::zeros((3, 36)); // 3 rows of 64 4-bit values
+/// let qt = QTable::new(&bytes, Rowwise::Int4)?;
+/// assert_eq!(qt.dim(), (3, 64));
+/// let err = QTable::new(&ndarray::Array2::<u8>::zeros((3, 3)), Rowwise::Int4).unwrap_err();
+/// assert!(err.to_string().contains("rows of 3 bytes"));
+/// # Ok::<(), ndarray_gather::GatherError>(())
+/// ```
+#[derive(Debug, Clone, Copy)]
+pub struct QTable<'a> {
+    bytes: ArrayView2<'a, u8>,
+    layout: Rowwise,
+    values: usize,
+}
+
+impl<'a> QTable<'a> {
+    /// The rows `bytes` (`[n, row_bytes]`, any memory order) in `layout`.
+    ///
+    /// # Errors
+    /// [`RowWidth`](GatherError::RowWidth) where a row is narrower than its scale and bias.
+    pub fn new(bytes: impl AsArray<'a, u8, Ix2>, layout: Rowwise) -> Result<Self, GatherError> {
+        Self::named("QTable::new", bytes.into(), layout)
+    }
+
+    pub(super) fn named(
+        op: &'static str,
+        bytes: ArrayView2<'a, u8>,
+        layout: Rowwise,
+    ) -> Result<Self, GatherError> {
+        let values = layout.values(op, bytes.ncols())?;
+        Ok(QTable {
+            bytes,
+            layout,
+            values,
+        })
+    }
+
+    /// The logical table's shape: `(rows, D)`, `D` the values of a row.
+    pub fn dim(&self) -> (usize, usize) {
+        (self.bytes.nrows(), self.values)
+    }
+
+    /// The rows' layout, and (below) the bytes as given:
+    ///
+    /// ```
+    /// use ndarray::Array2;
+    /// use ndarray_gather::quant::{QTable, Rowwise};
+    ///
+    /// let q = Rowwise::Int2.quantize(&Array2::<f32>::zeros((2, 8)))?;
+    /// let qt = QTable::new(q.view(), Rowwise::Int2)?;
+    /// assert_eq!((qt.layout(), qt.bytes().dim()), (Rowwise::Int2, (2, 8 / 4 + 4)));
+    /// # Ok::<(), ndarray_gather::GatherError>(())
+    /// ```
+    pub fn layout(&self) -> Rowwise {
+        self.layout
+    }
+
+    /// The bytes, as given.
+    pub fn bytes(&self) -> ArrayView2<'a, u8> {
+        self.bytes
+    }
+
+    /// Row `r`'s bytes: the row itself where it is contiguous.
+    fn row(&self, r: usize) -> Cow<'_, [u8]> {
+        let row = self.bytes.index_axis(Axis(0), r);
+        match row.to_slice() {
+            Some(s) => Cow::Borrowed(s),
+            None => Cow::Owned(row.to_vec()),
+        }
+    }
+
+    /// Row `r`'s values into `out` (`D` long).
+    pub(super) fn decode(&self, r: usize, out: &mut [f32]) {
+        let (bytes, values) = (&*self.row(r), self.values);
+        match self.layout {
+            Rowwise::Int8 => QRow::<8> { bytes, values }.decode(out),
+            Rowwise::Int4 => QRow::<4> { bytes, values }.decode(out),
+            Rowwise::Int2 => QRow::<2> { bytes, values }.decode(out),
+        }
+    }
+
+    /// The gather-reduce of the rows `indices` name into `segments` with `pool` (decision
+    /// 47), each row's bytes read once and made `f32` in registers (no dequantized copy):
+    /// as [`gather_reduce`](crate::GatherReduceExt::gather_reduce) of the `f32` table along
+    /// axis 0, every pooling, weight, skip and fill. `Sum` (and `Mean` / `SqrtN`, which
+    /// divide it) adds each position as FBGEMM does, `out = fma(w * scale, q, out + w *
+    /// bias)` from zero: PyTorch's `quantized::embedding_bag_{byte,4bit,2bit}_rowwise_offsets`
+    /// to the bit; the other poolings see each value as `fma(scale, q, bias)`. Each segment
+    /// is built by one thread in position order: the same bits on any thread count.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    /// use ndarray_gather::quant::{QTable, Rowwise};
+    ///
+    /// let q = Rowwise::Int8.quantize(&array![[0.0, 255.0], [1.0, 1.0], [-2.0, 2.0]])?;
+    /// let qt = QTable::new(&q, Rowwise::Int8)?;
+    /// // torch: quantized::embedding_bag_byte_rowwise_offsets(q, [2, 0, 1], offsets=[0, 2])
+    /// let bags = qt.gather_reduce(&[2, 0, 1], Segments::starts(&[0, 2]), Pooling::Sum)?;
+    /// assert_eq!(bags, array![[-2.0, 257.0], [1.0, 1.0]]);
+    /// let m = qt.gather_reduce(&[2, 0, 1], Segments::starts(&[0, 2]), Pooling::Max.skip(1))?;
+    /// assert_eq!(m, array![[0.0, 255.0], [0.0, 0.0]]); // the second bag: all skipped
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As `gather_reduce`'s: the segments, the pool (weights, their count), the indices.
+    #[doc(
+        alias = "embedding_bag_byte_rowwise_offsets",
+        alias = "embedding_bag_4bit_rowwise_offsets"
+    )]
+    pub fn gather_reduce<'w, I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        indices: impl IndexArray<I, E>,
+        segments: Segments<'_, J>,
+        pool: impl IntoPool<'w, f32>,
+    ) -> Result<Array2<f32>, GatherError> {
+        const OP: &str = "QTable::gather_reduce";
+        let pool = pool.into_pool();
+        let (n, d) = self.dim();
+        indices.with_ref(OP, |ix| {
+            let positions = ix.len();
+            let segs = Checked::new(OP, &segments, positions)?;
+            check_pool(OP, &pool, positions, false)?;
+            let rows = resolve_rows(OP, ix, 0, n, pool.skip)?;
+            let count = segs.count();
+            let mut out = zeros::<f32, _>(OP, Ix2(count, d))?;
+            // The walk reads each row's bytes as one run.
+            let copy;
+            let bytes = if self.bytes.ncols() <= 1 || self.bytes.strides()[1] == 1 {
+                self.bytes
+            } else {
+                copy = self.bytes.as_standard_layout().into_owned();
+                copy.view()
+            };
+            let ReduceWalk::Sorted { jobs } = ReduceWalk::of(false, count, positions, d * 4, 0) else {
+                return Err(internal(OP, "sorted segments walked by ids"));
+            };
+            // The contract of `Geometry` for a row source: the output is a fresh `[count, d]`
+            // array in standard order (its rows single runs); the input pointer is never
+            // read (the rows come from `Quantized`, whose contract the view gives: `n` rows
+            // of `row_bytes` contiguous bytes, `strides()[0]` apart).
+            let g = Geometry {
+                x: std::ptr::NonNull::<f32>::dangling().as_ptr(),
+                x_step: 0,
+                rows: n,
+                out: out.as_mut_ptr(),
+                o_step: d as isize,
+                segments: count,
+                arg: std::ptr::null_mut(),
+                ahead: ahead(self.layout.row_bytes(d)),
+                lane: Lane { len: d, x: 1, o: 1 },
+                outer: Vec::new(),
+            };
+            let p = Pooler::of(pool, positions);
+            let w = Walk {
+                g: &g,
+                p: &p,
+                jobs,
+                bytes,
+                layout: self.layout,
+                values: d,
+            };
+            // Segments that are ranges walk them as they are; ids are sorted into CSR.
+            with_rows!(rows, r => match &segs {
+                Checked::Sorted(bounds, _) => w.run(&Positions { rows: r, bounds, len: positions }),
+                Checked::Ids(ids, count) => match Csr::by_ids(r, n, *ids, *count) {
+                    Some(csr) => w.run(&csr),
+                    None => {
+                        return Err(GatherError::SizeOverflow {
+                            op: OP,
+                            shape: ix.shape().to_vec(),
+                        });
+                    }
+                },
+            })
+            .map_err(|BadIndex| internal(OP, "a row out of range after the check"))?;
+            Ok(out)
+        })
+    }
+
+    /// The rows `indices` name, dequantized (`fma(scale, q, bias)`): the indices' shape
+    /// followed by `D`, as `gather(&indices, 0)` on the `f32` table. Negative indices
+    /// count from the end.
+    ///
+    /// # Errors
+    /// [`IndexOutOfBounds`](GatherError::IndexOutOfBounds) naming the first bad index.
+    pub fn gather<I: GatherIndex, E: Dimension>(
+        &self,
+        indices: impl IndexArray<I, E>,
+    ) -> Result<Array<f32, E::Larger>, GatherError> {
+        const OP: &str = "QTable::gather";
+        let (n, d) = self.dim();
+        indices.with_ref(OP, |ix| {
+            let rows = resolve_rows(OP, ix, 0, n, None)?;
+            let mut dim = E::Larger::zeros(ix.ndim() + 1);
+            dim.slice_mut()[..ix.ndim()].copy_from_slice(ix.shape());
+            dim.slice_mut()[ix.ndim()] = d;
+            let mut out = Array::<f32, _>::zeros(dim);
+            let flat = out.as_slice_mut().expect("a fresh array is contiguous");
+            let each = |k: usize| match &rows {
+                Rows::Narrow(v) => v[k] as usize,
+                Rows::Wide(v) => v[k],
+            };
+            if d > 0 {
+                for (k, o) in flat.chunks_exact_mut(d).enumerate() {
+                    self.decode(each(k), o);
+                }
+            }
+            Ok(out)
+        })
+    }
+}
+
+/// A quantized gather-reduce's walk over some entries: its geometry, pooler and jobs, and
+/// the rows' bytes in their layout.
+struct Walk<'a, 'w> {
+    g: &'a Geometry<f32>,
+    p: &'a Pooler<'w, f32>,
+    jobs: usize,
+    bytes: ArrayView2<'a, u8>,
+    layout: Rowwise,
+    values: usize,
+}
+
+impl Walk<'_, '_> {
+    /// The sorted walk over `e`, with the rows of this layout.
+    fn run<E: Entries>(&self, e: &E) -> Result<(), BadIndex> {
+        let (base, stride, values) = (self.bytes.as_ptr(), self.bytes.strides()[0], self.values);
+        let (g, p, jobs) = (self.g, self.p, self.jobs);
+        match self.layout {
+            Rowwise::Int8 => sorted_quantized(g, e, p, jobs, &Quantized::<8> { base, stride, values }),
+            Rowwise::Int4 => sorted_quantized(g, e, p, jobs, &Quantized::<4> { base, stride, values }),
+            Rowwise::Int2 => sorted_quantized(g, e, p, jobs, &Quantized::<2> { base, stride, values }),
+        }
+    }
+}
