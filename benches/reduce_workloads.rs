@@ -740,6 +740,20 @@ fn quantized_bags(id: &'static str) -> ReduceWorkload {
     let starts = Array1::from(starts);
     let mut variants: Vec<Variant> = Vec::new();
     {
+        // A kept plan applied into a kept output (decision 48).
+        let (q, idx, starts) = (q.clone(), idx.clone(), starts.clone());
+        let plan = GatherReducePlan::new((1_000_000, WIDTH), &idx, Segments::starts(&starts), 0).unwrap();
+        let mut out = Array2::<f32>::zeros((starts.len(), WIDTH));
+        variants.push((
+            "plan",
+            Box::new(move || {
+                let qt = QTable::new(&q, layout).unwrap();
+                plan.apply_into(&qt, Pooling::Sum, &mut out).unwrap();
+                black_box(&out);
+            }),
+        ));
+    }
+    {
         let (idx, starts) = (idx.clone(), starts.clone());
         variants.push((
             "alloc",

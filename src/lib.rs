@@ -121,6 +121,7 @@ mod shape;
 #[cfg_attr(docsrs, doc(cfg(feature = "mpi")))]
 pub mod shard;
 mod small;
+mod table;
 
 pub use aligned::zeros_aligned;
 pub use axis::{AxisArg, TakeAxis};
@@ -134,6 +135,7 @@ pub use rank::GatherRank;
 pub use reduce::{Reducer, Reduction};
 pub use segments::Segments;
 pub use shape::ShapeArg;
+pub use table::PoolTable;
 
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]

@@ -11,12 +11,13 @@ use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::index::{Raise, Resolve};
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Csr, Geometry, Identity, Pooler, Positions, Row, Source, by_ids, sorted};
+use crate::kernel::reduce::{Csr, Geometry, Identity, Pooler, Positions, Row, Source, by_ids};
 use crate::kernel::schedule::both;
 use crate::layout::{checked_len, unravel};
-use crate::plan::reduce::{ReduceWalk, ahead, row_loops};
+use crate::plan::reduce::ReduceWalk;
 use crate::pool::{Pool, PoolElement, Pooling};
 use crate::segments::{Checked, Segments};
+use crate::table::PoolTable;
 
 /// A gather-reduce's indices resolved into rows ([`Resolved`]), each once, where they are
 /// checked: `u32` where the axis is shorter than `u32::MAX`, else `usize`.
@@ -100,10 +101,11 @@ pub(crate) fn resolve_rows<I: GatherIndex, E: Dimension>(
     })
 }
 
-/// A checked call, ready to write: its input, axis, segment count and pooling.
-pub(crate) struct Frame<'a, 'w, A, D> {
+/// A checked call, ready to write: its table, axis, segment count and pooling.
+pub(crate) struct Frame<'a, 'w, A, D, X: ?Sized> {
     pub op: &'static str,
-    pub x: &'a ArrayRef<A, D>,
+    pub x: &'a X,
+    dim: D,
     pub axis: usize,
     pub segments: usize,
     pub pooler: Pooler<'w, A>,
@@ -167,12 +169,12 @@ pub(crate) fn check_pool<A: PoolElement>(
     Ok(())
 }
 
-impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
+impl<'a, 'w, A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized> Frame<'a, 'w, A, D, X> {
     /// A frame for `x` along `axis` into `segments` segments, pooling `positions`
     /// positions with `pool`.
     pub fn new(
         op: &'static str,
-        x: &'a ArrayRef<A, D>,
+        x: &'a X,
         axis: usize,
         segments: usize,
         pool: Pool<'w, A>,
@@ -181,15 +183,16 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
         Frame {
             op,
             x,
+            dim: x.dim(),
             axis,
             segments,
             pooler: Pooler::of(pool, positions),
         }
     }
 
-    /// The bytes of one row (the input's slice at one index).
+    /// The bytes of one row (the input's slice at one index) as `A`s.
     pub fn row_bytes(&self) -> usize {
-        let shape = self.x.shape();
+        let shape = self.dim.slice();
         let elems: usize = (0..shape.len())
             .filter(|&d| d != self.axis)
             .map(|d| shape[d])
@@ -203,7 +206,7 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
     }
 
     fn out_dim(&self) -> Result<D, GatherError> {
-        let mut dim = self.x.raw_dim();
+        let mut dim = self.dim.clone();
         dim[self.axis] = self.segments;
         let size = size_of::<A>().max(size_of::<usize>());
         match checked_len(dim.slice(), size) {
@@ -222,7 +225,8 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
         walk: impl Walk<A, P>,
     ) -> Result<Array<A, D>, GatherError> {
         let dim = self.out_dim()?;
-        let (out, prepared) = beside(|| zeros(self.op, dim), prepare);
+        let op = self.op;
+        let (out, prepared) = beside(|| zeros(op, dim), prepare);
         let mut out = out?;
         self.run(&mut out, None, prepared, walk)?;
         Ok(out)
@@ -242,6 +246,11 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
                 expected: dim.slice().to_vec(),
                 found: out.shape().to_vec(),
             });
+        }
+        if !self.x.writes(out) {
+            // (The table's walk writes rows that are single runs.)
+            out.assign(&self.fresh(prepare, walk)?);
+            return Ok(());
         }
         self.run(out, None, prepare.map(|f| f()), walk)
     }
@@ -264,10 +273,11 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
                 });
             }
         }
-        if arg.strides() == out.strides() {
+        if arg.strides() == out.strides() && self.x.writes(out) {
             return self.run(out, Some(arg), prepare.map(|f| f()), walk);
         }
-        // (The kernel writes the argmax at the output's offsets.)
+        // (The kernel writes the argmax at the output's offsets, and some tables' walks
+        // rows that are single runs only.)
         let (o, a) = self.with_arg(prepare, walk)?;
         out.assign(&o);
         arg.assign(&a);
@@ -281,8 +291,9 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
         walk: impl Walk<A, P>,
     ) -> Result<WithArg<A, D>, GatherError> {
         let dim = self.out_dim()?;
+        let op = self.op;
         let (outs, prepared) = beside(
-            || Ok::<_, GatherError>((zeros(self.op, dim.clone())?, zeros(self.op, dim)?)),
+            || Ok::<_, GatherError>((zeros(op, dim.clone())?, zeros(op, dim)?)),
             prepare,
         );
         let (mut out, mut arg) = outs?;
@@ -300,7 +311,6 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
         if out.is_empty() {
             return Ok(());
         }
-        let (x, axis) = (self.x, self.axis);
         let arg = match arg {
             Some(a) if a.strides() != out.strides() => {
                 return Err(internal(self.op, "an argmax array of another layout"));
@@ -308,23 +318,10 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
             Some(a) => a.as_mut_ptr(),
             None => std::ptr::null_mut(),
         };
-        let (lane, lanes) = row_loops(x.shape(), x.strides(), out.strides(), axis);
-        let g = Geometry {
-            x: x.as_ptr(),
-            x_step: x.strides()[axis],
-            rows: x.shape()[axis],
-            out: out.as_mut_ptr(),
-            o_step: out.strides()[axis],
-            segments: self.segments,
-            arg,
-            ahead: ahead(self.row_bytes()),
-            lane,
-            outer: lanes,
-        };
-        // The contract of `Geometry`: `x` and `out` are arrays of the same shape but along
-        // `axis` (`rows` and `segments` long), the lanes are their other dimensions, and
-        // the argmax array has the output's shape and strides; a mutable array's elements
-        // are distinct, so distinct segments' rows are.
+        if !self.x.writes(out) {
+            return Err(internal(self.op, "an output the table's walk cannot write"));
+        }
+        let g = self.x.geometry(self.axis, out, arg, self.segments);
         walk(&g, &self.pooler, prepared)
             .map_err(|BadIndex| internal(self.op, "an index out of range after the check"))
     }
@@ -370,7 +367,7 @@ impl<A, D> Done<A, D> {
     }
 }
 
-impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
+impl<'a, 'w, A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized> Frame<'a, 'w, A, D, X> {
     /// Writes where `out` says, after `prepare` (beside the allocation of a fresh output).
     pub fn finish<P: Send>(
         &self,
@@ -398,9 +395,9 @@ impl<'a, 'w, A: PoolElement, D: Dimension> Frame<'a, 'w, A, D> {
 
 /// A checked gather-reduce of `x` along `axis`, its positions' rows from `rows`.
 #[allow(clippy::too_many_arguments)]
-fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
+fn reduce<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized, S: Source, J: GatherIndex>(
     op: &'static str,
-    x: &ArrayRef<A, D>,
+    x: &X,
     axis: usize,
     rows: &S,
     positions: usize,
@@ -410,16 +407,25 @@ fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
 ) -> Result<Done<A, D>, GatherError> {
     let frame = Frame::new(op, x, axis, segs.count(), pool, positions);
     let ids = matches!(segs, Checked::Ids(..));
-    let walk = ReduceWalk::of(ids, segs.count(), positions, frame.row_bytes(), frame.out_bytes());
+    let axis_len = x.dim()[axis];
+    // A table read through a row source of its own walks sorted positions only.
+    let sorts = !X::BY_IDS && ids;
+    if sorts && !Csr::fits(axis_len, positions) {
+        return Err(GatherError::SizeOverflow {
+            op,
+            shape: vec![positions],
+        });
+    }
+    let out_bytes = if sorts { usize::MAX } else { frame.out_bytes() };
+    let walk = ReduceWalk::of(ids, segs.count(), positions, frame.row_bytes(), out_bytes);
     // Ids to sort are sorted beside the allocation of a fresh output.
-    let axis_len = x.shape()[axis];
     let sort = match (&segs, walk) {
         (Checked::Ids(ids, n), ReduceWalk::SortIds { .. }) => Some(|| Csr::by_ids(rows, axis_len, *ids, *n)),
         _ => None,
     };
     frame.finish(out, sort, |g: &Geometry<A>, p: &Pooler<'_, A>, csr| {
         match (&segs, walk, csr) {
-            (Checked::Sorted(bounds, _), ReduceWalk::Sorted { jobs }, _) => sorted(
+            (Checked::Sorted(bounds, _), ReduceWalk::Sorted { jobs }, _) => x.sorted(
                 g,
                 &Positions {
                     rows,
@@ -429,33 +435,45 @@ fn reduce<A: PoolElement, D: Dimension, S: Source, J: GatherIndex>(
                 p,
                 jobs,
             ),
-            (Checked::Ids(..), ReduceWalk::SortIds { jobs, .. }, Some(Some(csr))) => sorted(g, &csr, p, jobs),
-            (Checked::Ids(ids, _), ReduceWalk::ByIds { spans } | ReduceWalk::SortIds { spans, .. }, _) => {
+            (Checked::Ids(..), ReduceWalk::SortIds { jobs, .. }, Some(Some(csr))) => {
+                x.sorted(g, &csr, p, jobs)
+            }
+            (Checked::Ids(ids, _), ReduceWalk::ByIds { spans } | ReduceWalk::SortIds { spans, .. }, _)
+                if X::BY_IDS =>
+            {
                 by_ids(g, rows, *ids, p, spans)
             }
-            // (The planner's walk follows the segments' kind.)
+            // (The planner's walk follows the segments' kind; ids that fit are sorted.)
             _ => Err(BadIndex),
         }
     })
 }
 
-/// `gather_reduce` and its `_into` / `_arg` forms.
+/// `gather_reduce` and its `_into` / `_arg` forms, of any table.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn gather_reduce<A: PoolElement, D: Dimension, I: GatherIndex, E: Dimension, J: GatherIndex>(
+pub(crate) fn gather_reduce<
+    A: PoolElement,
+    D: Dimension,
+    X: PoolTable<A, D> + ?Sized,
+    I: GatherIndex,
+    E: Dimension,
+    J: GatherIndex,
+>(
     op: &'static str,
-    x: &ArrayRef<A, D>,
+    x: &X,
     indices: &ArrayRef<I, E>,
     segments: &Segments<'_, J>,
     axis: isize,
     pool: Pool<'_, A>,
     out: Out<'_, A, D>,
 ) -> Result<Done<A, D>, GatherError> {
-    let axis = normalize_axis(op, axis, x.ndim())?;
+    let dim = x.dim();
+    let axis = normalize_axis(op, axis, dim.ndim())?;
     let positions = indices.len();
     // Segments, then the pool, then the indices: the order of the arguments.
     let segs = Checked::new(op, segments, positions)?;
-    check_pool(op, &pool, positions, matches!(out, Out::Arg))?;
-    let rows = resolve_rows(op, indices, axis, x.shape()[axis], pool.skip)?;
+    check_pool(op, &pool, positions, matches!(out, Out::Arg | Out::ArgInto(..)))?;
+    let rows = resolve_rows(op, indices, axis, dim[axis], pool.skip)?;
     with_rows!(rows, r => reduce(op, x, axis, r, positions, segs, pool, out))
 }
 

@@ -9,11 +9,12 @@ use crate::call::reduce::{Done, Frame, Out, check_pool, resolve_rows, with_rows}
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
-use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, sorted};
+use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler};
 use crate::plan::reduce::ReduceWalk;
 use crate::pool::{IntoPool, Pool, PoolElement};
 use crate::segments::{Checked, Segments};
 use crate::shape::ShapeArg;
+use crate::table::PoolTable;
 
 /// A prepared gather-reduce: the indices checked and resolved, and the positions sorted
 /// by segment (counting sort: `ids` become CSR) once, when the plan is made; then applied
@@ -210,9 +211,9 @@ impl GatherReducePlan {
     /// its axis;
     /// [`Weights`](GatherError::Weights) and [`Pooling`](GatherError::Pooling) as the
     /// methods', and a `Pooling` error if the pool's `.skip` differs from the plan's.
-    pub fn apply<'w, A: PoolElement + 'w, D: Dimension>(
+    pub fn apply<'w, A: PoolElement + 'w, D: Dimension, X: PoolTable<A, D> + ?Sized>(
         &self,
-        x: &ArrayRef<A, D>,
+        x: &X,
         pool: impl IntoPool<'w, A>,
     ) -> Result<Array<A, D>, GatherError> {
         self.run("GatherReducePlan::apply", x, pool.into_pool(), Out::Fresh)?
@@ -236,9 +237,9 @@ impl GatherReducePlan {
     ///
     /// # Errors
     /// As `apply`, and [`OutputShape`](GatherError::OutputShape).
-    pub fn apply_into<'w, A: PoolElement + 'w, D: Dimension>(
+    pub fn apply_into<'w, A: PoolElement + 'w, D: Dimension, X: PoolTable<A, D> + ?Sized>(
         &self,
-        x: &ArrayRef<A, D>,
+        x: &X,
         pool: impl IntoPool<'w, A>,
         out: &mut ArrayRef<A, D>,
     ) -> Result<(), GatherError> {
@@ -270,9 +271,9 @@ impl GatherReducePlan {
     /// As `apply`, and a [`Pooling`](GatherError::Pooling) error for a pooling other than
     /// `Max` and `Min`.
     #[allow(clippy::type_complexity)]
-    pub fn apply_arg<'w, A: PoolElement + 'w, D: Dimension>(
+    pub fn apply_arg<'w, A: PoolElement + 'w, D: Dimension, X: PoolTable<A, D> + ?Sized>(
         &self,
-        x: &ArrayRef<A, D>,
+        x: &X,
         pool: impl IntoPool<'w, A>,
     ) -> Result<(Array<A, D>, Array<usize, D>), GatherError> {
         let op = "GatherReducePlan::apply_arg";
@@ -296,9 +297,9 @@ impl GatherReducePlan {
     /// # Errors
     /// As `apply_arg`, and [`OutputShape`](GatherError::OutputShape) for an `out` or
     /// `arg` of another shape.
-    pub fn apply_arg_into<'w, A: PoolElement + 'w, D: Dimension>(
+    pub fn apply_arg_into<'w, A: PoolElement + 'w, D: Dimension, X: PoolTable<A, D> + ?Sized>(
         &self,
-        x: &ArrayRef<A, D>,
+        x: &X,
         pool: impl IntoPool<'w, A>,
         out: &mut ArrayRef<A, D>,
         arg: &mut ArrayRef<usize, D>,
@@ -349,14 +350,14 @@ impl GatherReducePlan {
         Ok(())
     }
 
-    fn run<A: PoolElement, D: Dimension>(
+    fn run<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized>(
         &self,
         op: &'static str,
-        x: &ArrayRef<A, D>,
+        x: &X,
         pool: Pool<'_, A>,
         out: Out<'_, A, D>,
     ) -> Result<Done<A, D>, GatherError> {
-        self.check_input(op, x.shape(), None)?;
+        self.check_input(op, x.dim().slice(), None)?;
         self.check_skip(op, &pool)?;
         check_pool(
             op,
@@ -371,7 +372,7 @@ impl GatherReducePlan {
             return Err(internal(op, "a plan's segments walked by ids"));
         };
         frame.finish(out, None::<fn()>, |g: &Geometry<A>, p: &Pooler<'_, A>, _| {
-            sorted(g, &self.csr, p, jobs)
+            x.sorted(g, &self.csr, p, jobs)
         })
     }
 }

@@ -2,21 +2,24 @@
 //! (dequantized) and pooled through the crate's own sorted walk, the rows coming from the
 //! kernel's quantized row source.
 
+// (The table's walk names the kernel's types: `PoolTable` is sealed.)
+#![allow(private_interfaces, private_bounds)]
+
 use std::borrow::Cow;
 
-use ndarray::{Array, Array2, ArrayView2, AsArray, Axis, Dimension, Ix2};
+use ndarray::{Array, Array2, ArrayRef, ArrayView2, AsArray, Axis, Dimension, Ix2};
 
 use super::Rowwise;
-use crate::call::reduce::{Rows, check_pool, resolve_rows, with_rows};
-use crate::call::zeros;
-use crate::error::{GatherError, internal};
+use crate::call::reduce::{Out, Rows, gather_reduce, resolve_rows};
+use crate::error::GatherError;
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Csr, Entries, Geometry, Pooler, Positions, QRow, Quantized, sorted_quantized};
-use crate::plan::reduce::{Lane, ReduceWalk, ahead};
+use crate::kernel::reduce::{Entries, Geometry, Pooler, QRow, Quantized, sorted_quantized};
+use crate::plan::reduce::{Lane, ahead};
 use crate::pool::IntoPool;
-use crate::segments::{Checked, Segments};
+use crate::segments::Segments;
+use crate::table::{PoolTable, Sealed};
 
 /// A table of quantized rows (decision 45): any `[n, row_bytes]` view of `u8` (an
 /// array, a memory map's view) read in place in a [`Rowwise`] layout, as a logical
@@ -113,6 +116,7 @@ impl<'a> QTable<'a> {
     /// bias)` from zero: PyTorch's `quantized::embedding_bag_{byte,4bit,2bit}_rowwise_offsets`
     /// to the bit; the other poolings see each value as `fma(scale, q, bias)`. Each segment
     /// is built by one thread in position order: the same bits on any thread count.
+    /// A [`GatherReducePlan`](crate::GatherReducePlan) applies to a `QTable` too.
     ///
     /// ```
     /// use ndarray::array;
@@ -142,66 +146,42 @@ impl<'a> QTable<'a> {
         pool: impl IntoPool<'w, f32>,
     ) -> Result<Array2<f32>, GatherError> {
         const OP: &str = "QTable::gather_reduce";
-        let pool = pool.into_pool();
-        let (n, d) = self.dim();
         indices.with_ref(OP, |ix| {
-            let positions = ix.len();
-            let segs = Checked::new(OP, &segments, positions)?;
-            check_pool(OP, &pool, positions, false)?;
-            let rows = resolve_rows(OP, ix, 0, n, pool.skip)?;
-            let count = segs.count();
-            let mut out = zeros::<f32, _>(OP, Ix2(count, d))?;
-            // The walk reads each row's bytes as one run.
-            let copy;
-            let bytes = if self.bytes.ncols() <= 1 || self.bytes.strides()[1] == 1 {
-                self.bytes
-            } else {
-                copy = self.bytes.as_standard_layout().into_owned();
-                copy.view()
-            };
-            let ReduceWalk::Sorted { jobs } = ReduceWalk::of(false, count, positions, d * 4, 0) else {
-                return Err(internal(OP, "sorted segments walked by ids"));
-            };
-            // The contract of `Geometry` for a row source: the output is a fresh `[count, d]`
-            // array in standard order (its rows single runs); the input pointer is never
-            // read (the rows come from `Quantized`, whose contract the view gives: `n` rows
-            // of `row_bytes` contiguous bytes, `strides()[0]` apart).
-            let g = Geometry {
-                x: std::ptr::NonNull::<f32>::dangling().as_ptr(),
-                x_step: 0,
-                rows: n,
-                out: out.as_mut_ptr(),
-                o_step: d as isize,
-                segments: count,
-                arg: std::ptr::null_mut(),
-                ahead: ahead(self.layout.row_bytes(d)),
-                lane: Lane { len: d, x: 1, o: 1 },
-                outer: Vec::new(),
-            };
-            let p = Pooler::of(pool, positions);
-            let w = Walk {
-                g: &g,
-                p: &p,
-                jobs,
-                bytes,
-                layout: self.layout,
-                values: d,
-            };
-            // Segments that are ranges walk them as they are; ids are sorted into CSR.
-            with_rows!(rows, r => match &segs {
-                Checked::Sorted(bounds, _) => w.run(&Positions { rows: r, bounds, len: positions }),
-                Checked::Ids(ids, count) => match Csr::by_ids(r, n, *ids, *count) {
-                    Some(csr) => w.run(&csr),
-                    None => {
-                        return Err(GatherError::SizeOverflow {
-                            op: OP,
-                            shape: ix.shape().to_vec(),
-                        });
-                    }
-                },
-            })
-            .map_err(|BadIndex| internal(OP, "a row out of range after the check"))?;
-            Ok(out)
+            gather_reduce(OP, self, ix, &segments, 0, pool.into_pool(), Out::Fresh)?.fresh(OP)
+        })
+    }
+
+    /// [`gather_reduce`](Self::gather_reduce) with `Max` or `Min` and, for each output
+    /// element, the position its value came from, as
+    /// [`gather_reduce_arg`](crate::GatherReduceExt::gather_reduce_arg) of the `f32` table
+    /// (ties keep the first position; empty segments the number of positions).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    /// use ndarray_gather::quant::{QTable, Rowwise};
+    ///
+    /// let q = Rowwise::Int8.quantize(&array![[0.0, 255.0], [1.0, 1.0], [-2.0, 2.0]])?;
+    /// let qt = QTable::new(&q, Rowwise::Int8)?;
+    /// let (m, arg) = qt.gather_reduce_arg(&[2, 0, 1], Segments::ids(&[0, 0, 0], 2), Pooling::Max)?;
+    /// assert_eq!(m, array![[1.0, 255.0], [0.0, 0.0]]);
+    /// assert_eq!(arg, array![[2, 1], [3, 3]]); // the empty second segment: 3 positions
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`gather_reduce`](Self::gather_reduce), and a [`Pooling`](GatherError::Pooling)
+    /// error for a pooling other than `Max` and `Min`.
+    #[allow(clippy::type_complexity)]
+    pub fn gather_reduce_arg<'w, I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        indices: impl IndexArray<I, E>,
+        segments: Segments<'_, J>,
+        pool: impl IntoPool<'w, f32>,
+    ) -> Result<(Array2<f32>, Array2<usize>), GatherError> {
+        const OP: &str = "QTable::gather_reduce_arg";
+        indices.with_ref(OP, |ix| {
+            gather_reduce(OP, self, ix, &segments, 0, pool.into_pool(), Out::Arg)?.with_arg(OP)
         })
     }
 
@@ -238,22 +218,63 @@ impl<'a> QTable<'a> {
     }
 }
 
-/// A quantized gather-reduce's walk over some entries: its geometry, pooler and jobs, and
-/// the rows' bytes in their layout.
-struct Walk<'a, 'w> {
-    g: &'a Geometry<f32>,
-    p: &'a Pooler<'w, f32>,
-    jobs: usize,
-    bytes: ArrayView2<'a, u8>,
-    layout: Rowwise,
-    values: usize,
-}
+impl Sealed for QTable<'_> {}
 
-impl Walk<'_, '_> {
-    /// The sorted walk over `e`, with the rows of this layout.
-    fn run<E: Entries>(&self, e: &E) -> Result<(), BadIndex> {
-        let (base, stride, values) = (self.bytes.as_ptr(), self.bytes.strides()[0], self.values);
-        let (g, p, jobs) = (self.g, self.p, self.jobs);
+impl PoolTable<f32, Ix2> for QTable<'_> {
+    fn dim(&self) -> Ix2 {
+        let (n, d) = QTable::dim(self);
+        Ix2(n, d)
+    }
+
+    const BY_IDS: bool = false;
+
+    fn writes(&self, out: &ArrayRef<f32, Ix2>) -> bool {
+        out.ncols() <= 1 || out.strides()[1] == 1
+    }
+
+    fn geometry(
+        &self,
+        _axis: usize,
+        out: &mut ArrayRef<f32, Ix2>,
+        arg: *mut usize,
+        segments: usize,
+    ) -> Geometry<f32> {
+        let (n, d) = QTable::dim(self);
+        // The contract of `Geometry` for a row source: the output's rows are single runs
+        // (`writes`), the argmax has its strides; the input pointer is never read (the rows
+        // come from `Quantized`, whose contract `sorted` gives).
+        Geometry {
+            x: std::ptr::NonNull::<f32>::dangling().as_ptr(),
+            x_step: 0,
+            rows: n,
+            out: out.as_mut_ptr(),
+            o_step: out.strides()[0],
+            segments,
+            arg,
+            ahead: ahead(self.layout.row_bytes(d)),
+            lane: Lane { len: d, x: 1, o: 1 },
+            outer: Vec::new(),
+        }
+    }
+
+    fn sorted<E: Entries>(
+        &self,
+        g: &Geometry<f32>,
+        e: &E,
+        p: &Pooler<'_, f32>,
+        jobs: usize,
+    ) -> Result<(), BadIndex> {
+        // The walk reads each row's bytes as one run.
+        let copy;
+        let bytes = if self.bytes.ncols() <= 1 || self.bytes.strides()[1] == 1 {
+            self.bytes
+        } else {
+            copy = self.bytes.as_standard_layout().into_owned();
+            copy.view()
+        };
+        // `Quantized`'s contract: `n` rows of `row_bytes` contiguous bytes, `strides()[0]`
+        // apart (the view's, whose row width `new` checked against the layout).
+        let (base, stride, values) = (bytes.as_ptr(), bytes.strides()[0], self.values);
         match self.layout {
             Rowwise::Int8 => sorted_quantized(g, e, p, jobs, &Quantized::<8> { base, stride, values }),
             Rowwise::Int4 => sorted_quantized(g, e, p, jobs, &Quantized::<4> { base, stride, values }),

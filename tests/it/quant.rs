@@ -558,3 +558,87 @@ fn a_zero_bias_keeps_the_first_zeros_sign() {
         }
     }
 }
+
+/// Decision 48: a plan applies to a `QTable` as to its `f32` table, into fresh arrays or a
+/// caller's of any layout and contents, with or without the argmax (which equals the
+/// dequantized table's, bit for bit).
+#[test]
+fn plans_and_argmax_apply_to_quantized_rows() {
+    use ndarray::ShapeBuilder;
+    use ndarray_gather::prelude::*;
+    let widths: &[usize] = if cfg!(miri) { &[20] } else { &[3, 20, 64] };
+    for &d in widths {
+        for l in [Rowwise::Int8, Rowwise::Int4, Rowwise::Int2] {
+            let d = if l == Rowwise::Int8 { d } else { d.div_ceil(4) * 4 };
+            let t = Array2::from_shape_fn((7, d), |(r, c)| ((r * 31 + c * 7) % 23) as f32 - 11.0);
+            let q = l.quantize(&t).unwrap();
+            let qt = QTable::new(&q, l).unwrap();
+            let deq = l.dequantize(&q).unwrap();
+            let idx = [3_i64, -1, 0, 3, 5, 2, 6, -7];
+            let what = format!("{l:?} d {d}");
+            for segs in [
+                Segments::starts(&[0, 2, 2, 5]),
+                Segments::ids(&[1, 0, 3, 1, 1, 0, 3, 3], 4),
+            ] {
+                let plan = GatherReducePlan::new_skipping(qt.dim(), &idx, 5, segs, 0).unwrap();
+                for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max, Pooling::Prod] {
+                    let want = qt.gather_reduce(&idx, segs, pooling.skip(5)).unwrap();
+                    let got = plan.apply(&qt, pooling).unwrap();
+                    assert_eq!(
+                        got.mapv(f32::to_bits),
+                        want.mapv(f32::to_bits),
+                        "{what} {pooling}"
+                    );
+                    // A caller's output holding other values, in either memory order.
+                    for fortran in [false, true] {
+                        let mut out = Array2::from_elem((4, d).set_f(fortran), 99.0f32);
+                        plan.apply_into(&qt, pooling, &mut out).unwrap();
+                        assert_eq!(
+                            out.mapv(f32::to_bits),
+                            want.mapv(f32::to_bits),
+                            "{what} {pooling} into"
+                        );
+                    }
+                }
+                for pooling in [Pooling::Max, Pooling::Min] {
+                    let (m, a) = qt.gather_reduce_arg(&idx, segs, pooling.skip(5)).unwrap();
+                    let (dm, da) = deq.gather_reduce_arg(&idx, segs, 0, pooling.skip(5)).unwrap();
+                    assert_eq!(
+                        (m.mapv(f32::to_bits), &a),
+                        (dm.mapv(f32::to_bits), &da),
+                        "{what} {pooling} arg"
+                    );
+                    let (pm, pa) = plan.apply_arg(&qt, pooling).unwrap();
+                    assert_eq!(
+                        (pm.mapv(f32::to_bits), &pa),
+                        (dm.mapv(f32::to_bits), &da),
+                        "{what} {pooling} plan arg"
+                    );
+                    let mut out = Array2::from_elem((4, d).f(), 1.5f32);
+                    let mut arg = Array2::from_elem((4, d), 9usize);
+                    plan.apply_arg_into(&qt, pooling, &mut out, &mut arg).unwrap();
+                    assert_eq!(
+                        (out.mapv(f32::to_bits), arg),
+                        (dm.mapv(f32::to_bits), da),
+                        "{what} {pooling} arg into"
+                    );
+                }
+            }
+        }
+    }
+    // The plan's checks: the table's row count, the output's shape, the argmax's pooling.
+    let q = Rowwise::Int8.quantize(&Array2::<f32>::zeros((4, 2))).unwrap();
+    let qt = QTable::new(&q, Rowwise::Int8).unwrap();
+    let plan = GatherReducePlan::new([5], &[0, 4], Segments::uniform(1), 0).unwrap();
+    let e = plan.apply(&qt, Pooling::Sum).unwrap_err();
+    assert!(matches!(e, GatherError::InputShape { .. }), "{e}");
+    let plan = GatherReducePlan::new([4], &[0, 3], Segments::uniform(1), 0).unwrap();
+    let mut out = Array2::from_elem((2, 3), 5.0f32);
+    let e = plan.apply_into(&qt, Pooling::Sum, &mut out).unwrap_err();
+    assert!(matches!(e, GatherError::OutputShape { .. }), "{e}");
+    assert!(out.iter().all(|&v| v == 5.0));
+    let e = qt
+        .gather_reduce_arg(&[0], Segments::uniform(1), Pooling::Sum)
+        .unwrap_err();
+    assert!(matches!(e, GatherError::Pooling { .. }), "{e}");
+}

@@ -139,8 +139,11 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
             _ => 1.0,
         };
         if Op::SUM {
-            // FBGEMM's order, each position `fma(w * scale, q, out + w * bias)`, from the
-            // zeros a segment starts with (a block's registers, a fresh output row).
+            // FBGEMM's order, each position `fma(w * scale, q, out + w * bias)`, from zero
+            // (a caller's output row holds anything before a segment's first position).
+            if tally.count == 0 {
+                o.fill(0.0);
+            }
             let (ws, wb) = (w * scale, w * bias);
             row.each(c, o.len(), |k, q| o[k] = ws.mul_add(q, o[k] + wb));
         } else {

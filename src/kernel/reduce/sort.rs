@@ -38,7 +38,7 @@ fn zeroed<T: Clone + Default>(n: usize) -> Option<Vec<T>> {
 
 impl Csr {
     /// Whether rows below `axis_len` and `positions` positions fit `u32` entries.
-    fn fits(axis_len: usize, positions: usize) -> bool {
+    pub fn fits(axis_len: usize, positions: usize) -> bool {
         axis_len < SKIPPED as usize && positions <= u32::MAX as usize
     }
 

@@ -1,0 +1,153 @@
+//! What a gather-reduce pools ([`PoolTable`]): an array of numbers, or rows stored
+//! otherwise ([`QTable`](crate::quant::QTable)'s quantized bytes) that the kernel's walk
+//! reads through a row source of its own. The one seam between a call's checks and where
+//! its rows come from: the calls, the plans and the sharded tables take any of them.
+
+// The trait's hidden methods name the kernel's types: it is sealed, so nothing outside
+// the crate implements or calls them.
+#![allow(private_interfaces, private_bounds)]
+
+use ndarray::{ArrayBase, ArrayRef, Data, Dimension};
+
+use crate::kernel::BadIndex;
+use crate::kernel::reduce::{Entries, Geometry, Pooler, sorted};
+use crate::plan::reduce::{ahead, row_loops};
+use crate::pool::PoolElement;
+
+mod sealed {
+    /// Only the crate's tables are tables: the kernel relies on their geometry.
+    pub trait Sealed {}
+}
+pub(crate) use sealed::Sealed;
+
+/// A table of `A` with dimensions `D` that a gather-reduce pools: any array of numbers
+/// (`&Array`, `&ArrayView`, `&ArrayRef`, any layout), or a
+/// [`QTable`](crate::quant::QTable) of quantized rows, which is an `(n, D)` table of
+/// `f32` (decision 48). [`GatherReducePlan`](crate::GatherReducePlan)'s `apply` methods
+/// take one.
+///
+/// ```
+/// use ndarray::array;
+/// use ndarray_gather::prelude::*;
+/// use ndarray_gather::quant::{QTable, Rowwise};
+///
+/// let table = array![[0.0, 255.0], [1.0, 1.0], [-2.0, 2.0]];
+/// let q = Rowwise::Int8.quantize(&table)?;
+/// let qt = QTable::new(&q, Rowwise::Int8)?;
+/// let plan = GatherReducePlan::new(qt.dim(), &[2, 0, 1], Segments::starts(&[0, 2]), 0)?;
+/// assert_eq!(plan.apply(&qt, Pooling::Sum)?, plan.apply(&table.mapv(|v| v as f32), Pooling::Sum)?);
+/// # Ok::<(), GatherError>(())
+/// ```
+pub trait PoolTable<A, D>: Sealed {
+    /// The table's shape.
+    #[doc(hidden)]
+    fn dim(&self) -> D;
+
+    /// Whether an output of ids may be walked by ids (in place, any order); else the
+    /// walk sorts them first.
+    #[doc(hidden)]
+    const BY_IDS: bool = true;
+
+    /// Whether the walk can write `out` (or an argmax of its strides) where it is.
+    #[doc(hidden)]
+    fn writes(&self, _out: &ArrayRef<A, D>) -> bool {
+        true
+    }
+
+    /// The walk's geometry of this table along `axis` into `out` (which `writes`) and
+    /// `arg` (null, or an argmax of `out`'s shape and strides) of `segments` segments.
+    #[doc(hidden)]
+    fn geometry(
+        &self,
+        axis: usize,
+        out: &mut ArrayRef<A, D>,
+        arg: *mut usize,
+        segments: usize,
+    ) -> Geometry<A>;
+
+    /// Builds every segment of `e` into `g` (this table's geometry) in `jobs` chunks.
+    #[doc(hidden)]
+    fn sorted<E: Entries>(
+        &self,
+        g: &Geometry<A>,
+        e: &E,
+        p: &Pooler<'_, A>,
+        jobs: usize,
+    ) -> Result<(), BadIndex>;
+}
+
+impl<A, D> Sealed for ArrayRef<A, D> {}
+
+impl<A: PoolElement, D: Dimension> PoolTable<A, D> for ArrayRef<A, D> {
+    fn dim(&self) -> D {
+        self.raw_dim()
+    }
+
+    fn geometry(
+        &self,
+        axis: usize,
+        out: &mut ArrayRef<A, D>,
+        arg: *mut usize,
+        segments: usize,
+    ) -> Geometry<A> {
+        let (lane, outer) = row_loops(self.shape(), self.strides(), out.strides(), axis);
+        let row: usize = (0..self.ndim())
+            .filter(|&d| d != axis)
+            .map(|d| self.shape()[d])
+            .product();
+        // The contract of `Geometry`: `self` and `out` are arrays of the same shape but
+        // along `axis` (`rows` and `segments` long), the lanes are their other dimensions,
+        // and the argmax array has the output's shape and strides; a mutable array's
+        // elements are distinct, so distinct segments' rows are.
+        Geometry {
+            x: self.as_ptr(),
+            x_step: self.strides()[axis],
+            rows: self.shape()[axis],
+            out: out.as_mut_ptr(),
+            o_step: out.strides()[axis],
+            segments,
+            arg,
+            ahead: ahead(row.saturating_mul(size_of::<A>())),
+            lane,
+            outer,
+        }
+    }
+
+    fn sorted<E: Entries>(
+        &self,
+        g: &Geometry<A>,
+        e: &E,
+        p: &Pooler<'_, A>,
+        jobs: usize,
+    ) -> Result<(), BadIndex> {
+        sorted(g, e, p, jobs)
+    }
+}
+
+impl<S: Data, D> Sealed for ArrayBase<S, D> {}
+
+impl<A: PoolElement, S: Data<Elem = A>, D: Dimension> PoolTable<A, D> for ArrayBase<S, D> {
+    fn dim(&self) -> D {
+        self.raw_dim()
+    }
+
+    fn geometry(
+        &self,
+        axis: usize,
+        out: &mut ArrayRef<A, D>,
+        arg: *mut usize,
+        segments: usize,
+    ) -> Geometry<A> {
+        (**self).geometry(axis, out, arg, segments)
+    }
+
+    fn sorted<E: Entries>(
+        &self,
+        g: &Geometry<A>,
+        e: &E,
+        p: &Pooler<'_, A>,
+        jobs: usize,
+    ) -> Result<(), BadIndex> {
+        sorted(g, e, p, jobs)
+    }
+}
