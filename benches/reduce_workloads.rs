@@ -14,7 +14,7 @@ use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
 use ndarray_gather::prelude::*;
 use std::hint::black_box;
 
-pub const REDUCE_IDS: [&str; 16] = [
+pub const REDUCE_IDS: [&str; 17] = [
     "B1_bag_sum",
     "B2_bag_weighted",
     "B3_bag_mean",
@@ -31,6 +31,7 @@ pub const REDUCE_IDS: [&str; 16] = [
     "Q4_quantize",
     "Q1_int8_bags",
     "Q2_int4_bags",
+    "Q3_half_bags",
 ];
 
 /// Feature width of every workload (f32).
@@ -237,6 +238,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
         _ if id == "B5_small_skewed_bags" => return small_skewed(id),
         _ if id == "Q4_quantize" => return quantize(id),
         _ if id.starts_with("Q1") || id.starts_with("Q2") => return quantized_bags(id),
+        _ if id.starts_with("Q3") => return half_bags(id),
         "B" => {
             let t = table(1_000_000);
             let (starts, n) = bags();
@@ -779,6 +781,75 @@ fn quantized_bags(id: &'static str) -> ReduceWorkload {
         id,
         out_bytes: 16384 * WIDTH * 4,
         gathered_bytes: n * layout.row_bytes(WIDTH),
+        variants,
+    }
+}
+
+/// Q3: B1's bags over B1's table as `half::f16` (and `bf16`) rows, beside the `f32` B1.
+fn half_bags(id: &'static str) -> ReduceWorkload {
+    use ndarray_gather::quant::QTable;
+    let t = table(1_000_000);
+    let h = t.mapv(half::f16::from_f32);
+    let b = t.mapv(half::bf16::from_f32);
+    // The same rows from the first byte of a cache line (PERFORMANCE.md, "The table's layout").
+    let mut ha: Array2<half::f16> = ndarray_gather::zeros_aligned(h.dim()).unwrap();
+    ha.assign(&h);
+    let (starts, n) = bags();
+    let idx = Array1::from(uniform(n, 1_000_000, 12));
+    let starts = Array1::from(starts);
+    let mut variants: Vec<Variant> = Vec::new();
+    {
+        let (idx, starts) = (idx.clone(), starts.clone());
+        variants.push((
+            "f16",
+            Box::new(move || {
+                black_box(
+                    QTable::f16(&h)
+                        .gather_reduce(&idx, Segments::starts(&starts), Pooling::Sum)
+                        .unwrap(),
+                );
+            }),
+        ));
+    }
+    {
+        let (idx, starts) = (idx.clone(), starts.clone());
+        variants.push((
+            "f16_aligned",
+            Box::new(move || {
+                black_box(
+                    QTable::f16(&ha)
+                        .gather_reduce(&idx, Segments::starts(&starts), Pooling::Sum)
+                        .unwrap(),
+                );
+            }),
+        ));
+    }
+    {
+        let (idx, starts) = (idx.clone(), starts.clone());
+        variants.push((
+            "bf16",
+            Box::new(move || {
+                black_box(
+                    QTable::bf16(&b)
+                        .gather_reduce(&idx, Segments::starts(&starts), Pooling::Sum)
+                        .unwrap(),
+                );
+            }),
+        ));
+    }
+    variants.push((
+        "f32",
+        Box::new(move || {
+            black_box(
+                t.gather_reduce(&idx, Segments::starts(&starts), 0, Pooling::Sum)
+                    .unwrap(),
+            );
+        }),
+    ));
+    ReduceWorkload {
+        id,
+        out_bytes: 16384 * WIDTH * 4,
+        gathered_bytes: n * WIDTH * 2,
         variants,
     }
 }

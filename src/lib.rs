@@ -101,7 +101,7 @@ mod axis;
 mod call;
 mod error;
 mod ext;
-mod half;
+mod half_bits;
 mod index;
 mod indices;
 mod kernel;

@@ -23,6 +23,7 @@ cache line (a 256-byte row spans 5 lines, not 4) and in 4 KiB pages (a table fro
   T3  G2's x[src] + index_reduce_(mean, include_self=False) backward into x's gradient
   Q1  B1's bags over B1's table as Int8 rows: quantized::embedding_bag_byte_rowwise_offsets
   Q2  the same over Int4 rows: embedding_bag_4bit_rowwise_offsets
+  Q3  the same over B1's table in half floats: F.embedding_bag on a float16 / bfloat16 table
   Q4  B1's table quantized: `torch*_int8` / `_int4` embedding_bag_byte / 4bit_prepack
   B5  a [200_000, 32] table, 8 batches of 4096 Zipf(1.1)-skewed bags of 1-50 ids in turn:
       `torch*` F.embedding_bag (forward), `torch*_step` embedding_bag(sparse=True),
@@ -105,6 +106,13 @@ def calls(wid):
         starts, n, _ = bags()
         idx = torch.from_numpy(rng.integers(0, 1_000_000, size=n).astype(np.int64))
         return {"": lambda: op(packed, idx, starts, False, 0, False, None, None, False)}
+    if wid.startswith("Q3"):
+        t = table(1_000_000)
+        h, b = t.half(), t.bfloat16()
+        starts, n, _ = bags()
+        idx = torch.from_numpy(rng.integers(0, 1_000_000, size=n).astype(np.int64))
+        return {"_f16": lambda: F.embedding_bag(idx, h, starts, mode="sum"),
+                "_bf16": lambda: F.embedding_bag(idx, b, starts, mode="sum")}
     if wid.startswith("Q4"):
         t = table(1_000_000)
         q = torch.ops.quantized
@@ -207,6 +215,6 @@ if __name__ == "__main__":
     all_ids = ["B1_bag_sum", "B2_bag_weighted", "B3_bag_mean", "B4_bag_max", "G1_graph_sum",
                "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum",
                "T1_bag_sum_backward", "T2_bag_mean_backward", "T3_graph_mean_backward",
-               "B5_small_skewed_bags", "Q4_quantize", "Q1_int8_bags", "Q2_int4_bags"]
+               "B5_small_skewed_bags", "Q4_quantize", "Q1_int8_bags", "Q2_int4_bags", "Q3_half_bags"]
     want = sys.argv[1:]
     main([i for i in all_ids if not want or any(i.startswith(w) for w in want)])

@@ -26,7 +26,7 @@ use ndarray::{Array2, ArrayRef, AsArray, Ix2};
 use self::rows::quantize_rows;
 #[cfg(target_arch = "x86_64")]
 use self::rows::quantize_rows_avx2;
-pub use self::table::QTable;
+pub use self::table::{Layout, QTable};
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::kernel::isa::Isa;

@@ -5,7 +5,7 @@
 use ndarray::{ArrayRef, Ix2};
 
 use super::Rowwise;
-use crate::half::{from_f16, to_f16};
+use crate::half_bits::{from_f16, to_f16};
 use crate::kernel::BadIndex;
 
 /// Rows `rows` of `table` quantized into `to` (their bytes, back to back); `Err` at the

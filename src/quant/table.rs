@@ -15,6 +15,8 @@ use crate::error::GatherError;
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::BadIndex;
+#[cfg(feature = "half")]
+use crate::kernel::reduce::Halves;
 use crate::kernel::reduce::{Entries, Geometry, Pooler, QRow, Quantized, sorted_quantized};
 use crate::plan::reduce::{Lane, ahead};
 use crate::pool::IntoPool;
@@ -22,8 +24,9 @@ use crate::segments::Segments;
 use crate::table::{PoolTable, Sealed};
 
 /// A table of quantized rows (decision 45): any `[n, row_bytes]` view of `u8` (an
-/// array, a memory map's view) read in place in a [`Rowwise`] layout, as a logical
-/// `(n, D)` table of `f32`.
+/// array, a memory map's view) read in place in a [`Rowwise`] layout, or (feature
+/// `half`) a view of `half::f16` / `half::bf16` values, as a logical `(n, D)` table of
+/// `f32`.
 ///
 /// ```
 /// use ndarray_gather::quant::{QTable, Rowwise};
@@ -37,9 +40,29 @@ use crate::table::{PoolTable, Sealed};
 /// ```
 #[derive(Debug, Clone, Copy)]
 pub struct QTable<'a> {
-    bytes: ArrayView2<'a, u8>,
-    layout: Rowwise,
+    rows: Stored<'a>,
     values: usize,
+}
+
+/// How a [`QTable`]'s rows are stored (decision 45).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Layout {
+    /// Bytes in a rowwise quantized layout.
+    Rowwise(Rowwise),
+    /// IEEE half floats (`half::f16`: `QTable::f16`, feature `half`).
+    F16,
+    /// bfloat16 values (`half::bf16`: `QTable::bf16`, feature `half`).
+    Bf16,
+}
+
+/// The rows as given.
+#[derive(Debug, Clone, Copy)]
+enum Stored<'a> {
+    Rowwise(ArrayView2<'a, u8>, Rowwise),
+    #[cfg(feature = "half")]
+    F16(ArrayView2<'a, ::half::f16>),
+    #[cfg(feature = "half")]
+    Bf16(ArrayView2<'a, ::half::bf16>),
 }
 
 impl<'a> QTable<'a> {
@@ -58,53 +81,132 @@ impl<'a> QTable<'a> {
     ) -> Result<Self, GatherError> {
         let values = layout.values(op, bytes.ncols())?;
         Ok(QTable {
-            bytes,
-            layout,
+            rows: Stored::Rowwise(bytes, layout),
             values,
         })
     }
 
+    /// A table of IEEE half floats (`[n, D]`, any memory order), pooled as the `f32`
+    /// table of their values: every call gives the bits it gives on that table
+    /// (accumulated in `f32`, where `F.embedding_bag` on a half table rounds each bag to
+    /// half).
+    ///
+    /// ```
+    /// use half::f16;
+    /// use ndarray::{Array2, array};
+    /// use ndarray_gather::prelude::*;
+    /// use ndarray_gather::quant::QTable;
+    ///
+    /// let t = array![[1.5f32, -2.0], [0.25, 8.0]];
+    /// let h: Array2<f16> = t.mapv(f16::from_f32);
+    /// let qt = QTable::f16(&h);
+    /// let bags = qt.gather_reduce(&[1, 0, 1], Segments::starts(&[0, 2]), Pooling::Sum)?;
+    /// assert_eq!(bags, t.gather_reduce(&[1, 0, 1], Segments::starts(&[0, 2]), 0, Pooling::Sum)?);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    #[cfg(feature = "half")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "half")))]
+    pub fn f16(rows: impl AsArray<'a, ::half::f16, Ix2>) -> Self {
+        let rows = rows.into();
+        QTable {
+            values: rows.ncols(),
+            rows: Stored::F16(rows),
+        }
+    }
+
+    /// A table of bfloat16 values (`[n, D]`, any memory order), as [`f16`](Self::f16).
+    ///
+    /// ```
+    /// use half::bf16;
+    /// use ndarray::array;
+    /// use ndarray_gather::quant::QTable;
+    ///
+    /// let h = array![[bf16::from_f32(1.5), bf16::from_f32(-3.0)]];
+    /// assert_eq!(QTable::bf16(&h).gather(&[0, 0])?, array![[1.5, -3.0], [1.5, -3.0]]);
+    /// # Ok::<(), ndarray_gather::GatherError>(())
+    /// ```
+    #[cfg(feature = "half")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "half")))]
+    pub fn bf16(rows: impl AsArray<'a, ::half::bf16, Ix2>) -> Self {
+        let rows = rows.into();
+        QTable {
+            values: rows.ncols(),
+            rows: Stored::Bf16(rows),
+        }
+    }
+
     /// The logical table's shape: `(rows, D)`, `D` the values of a row.
     pub fn dim(&self) -> (usize, usize) {
-        (self.bytes.nrows(), self.values)
+        let n = match &self.rows {
+            Stored::Rowwise(b, _) => b.nrows(),
+            #[cfg(feature = "half")]
+            Stored::F16(h) => h.nrows(),
+            #[cfg(feature = "half")]
+            Stored::Bf16(h) => h.nrows(),
+        };
+        (n, self.values)
     }
 
     /// The rows' layout, and (below) the bytes as given:
     ///
     /// ```
     /// use ndarray::Array2;
-    /// use ndarray_gather::quant::{QTable, Rowwise};
+    /// use ndarray_gather::quant::{Layout, QTable, Rowwise};
     ///
     /// let q = Rowwise::Int2.quantize(&Array2::<f32>::zeros((2, 8)))?;
     /// let qt = QTable::new(q.view(), Rowwise::Int2)?;
-    /// assert_eq!((qt.layout(), qt.bytes().dim()), (Rowwise::Int2, (2, 8 / 4 + 4)));
+    /// assert_eq!(qt.layout(), Layout::Rowwise(Rowwise::Int2));
+    /// assert_eq!(qt.bytes().map(|b| b.dim()), Some((2, 8 / 4 + 4)));
     /// # Ok::<(), ndarray_gather::GatherError>(())
     /// ```
-    pub fn layout(&self) -> Rowwise {
-        self.layout
+    pub fn layout(&self) -> Layout {
+        match self.rows {
+            Stored::Rowwise(_, l) => Layout::Rowwise(l),
+            #[cfg(feature = "half")]
+            Stored::F16(_) => Layout::F16,
+            #[cfg(feature = "half")]
+            Stored::Bf16(_) => Layout::Bf16,
+        }
     }
 
-    /// The bytes, as given.
-    pub fn bytes(&self) -> ArrayView2<'a, u8> {
-        self.bytes
+    /// The bytes as given, for a rowwise layout (`None` for rows of half floats).
+    pub fn bytes(&self) -> Option<ArrayView2<'a, u8>> {
+        match self.rows {
+            Stored::Rowwise(b, _) => Some(b),
+            #[cfg(feature = "half")]
+            _ => None,
+        }
     }
 
-    /// Row `r`'s bytes: the row itself where it is contiguous.
-    fn row(&self, r: usize) -> Cow<'_, [u8]> {
-        let row = self.bytes.index_axis(Axis(0), r);
-        match row.to_slice() {
-            Some(s) => Cow::Borrowed(s),
-            None => Cow::Owned(row.to_vec()),
+    /// The bytes of one stored row.
+    fn row_bytes(&self) -> usize {
+        match self.rows {
+            Stored::Rowwise(_, l) => l.row_bytes(self.values),
+            #[cfg(feature = "half")]
+            _ => 2 * self.values,
         }
     }
 
     /// Row `r`'s values into `out` (`D` long).
     pub(super) fn decode(&self, r: usize, out: &mut [f32]) {
-        let (bytes, values) = (&*self.row(r), self.values);
-        match self.layout {
-            Rowwise::Int8 => QRow::<8> { bytes, values }.decode(out),
-            Rowwise::Int4 => QRow::<4> { bytes, values }.decode(out),
-            Rowwise::Int2 => QRow::<2> { bytes, values }.decode(out),
+        let values = self.values;
+        match &self.rows {
+            Stored::Rowwise(b, l) => {
+                let row = b.index_axis(Axis(0), r);
+                let bytes = &*match row.to_slice() {
+                    Some(s) => Cow::Borrowed(s),
+                    None => Cow::Owned(row.to_vec()),
+                };
+                match l {
+                    Rowwise::Int8 => QRow::<8> { bytes, values }.decode(out),
+                    Rowwise::Int4 => QRow::<4> { bytes, values }.decode(out),
+                    Rowwise::Int2 => QRow::<2> { bytes, values }.decode(out),
+                }
+            }
+            #[cfg(feature = "half")]
+            Stored::F16(h) => out.iter_mut().zip(h.row(r)).for_each(|(o, h)| *o = h.to_f32()),
+            #[cfg(feature = "half")]
+            Stored::Bf16(h) => out.iter_mut().zip(h.row(r)).for_each(|(o, h)| *o = h.to_f32()),
         }
     }
 
@@ -251,7 +353,7 @@ impl PoolTable<f32, Ix2> for QTable<'_> {
             o_step: out.strides()[0],
             segments,
             arg,
-            ahead: ahead(self.layout.row_bytes(d)),
+            ahead: ahead(self.row_bytes()),
             lane: Lane { len: d, x: 1, o: 1 },
             outer: Vec::new(),
         }
@@ -264,21 +366,62 @@ impl PoolTable<f32, Ix2> for QTable<'_> {
         p: &Pooler<'_, f32>,
         jobs: usize,
     ) -> Result<(), BadIndex> {
-        // The walk reads each row's bytes as one run.
-        let copy;
-        let bytes = if self.bytes.ncols() <= 1 || self.bytes.strides()[1] == 1 {
-            self.bytes
-        } else {
-            copy = self.bytes.as_standard_layout().into_owned();
-            copy.view()
-        };
-        // `Quantized`'s contract: `n` rows of `row_bytes` contiguous bytes, `strides()[0]`
-        // apart (the view's, whose row width `new` checked against the layout).
-        let (base, stride, values) = (bytes.as_ptr(), bytes.strides()[0], self.values);
-        match self.layout {
-            Rowwise::Int8 => sorted_quantized(g, e, p, jobs, &Quantized::<8> { base, stride, values }),
-            Rowwise::Int4 => sorted_quantized(g, e, p, jobs, &Quantized::<4> { base, stride, values }),
-            Rowwise::Int2 => sorted_quantized(g, e, p, jobs, &Quantized::<2> { base, stride, values }),
+        let values = self.values;
+        match self.rows {
+            Stored::Rowwise(b, l) => {
+                // The walk reads each row's bytes as one run.
+                let copy;
+                let bytes = if b.ncols() <= 1 || b.strides()[1] == 1 {
+                    b
+                } else {
+                    copy = b.as_standard_layout().into_owned();
+                    copy.view()
+                };
+                // `Quantized`'s contract: `n` rows of `row_bytes` contiguous bytes,
+                // `strides()[0]` apart (the view's, whose width `new` checked).
+                let (base, stride) = (bytes.as_ptr(), bytes.strides()[0]);
+                match l {
+                    Rowwise::Int8 => {
+                        sorted_quantized(g, e, p, jobs, &Quantized::<8> { base, stride, values })
+                    }
+                    Rowwise::Int4 => {
+                        sorted_quantized(g, e, p, jobs, &Quantized::<4> { base, stride, values })
+                    }
+                    Rowwise::Int2 => {
+                        sorted_quantized(g, e, p, jobs, &Quantized::<2> { base, stride, values })
+                    }
+                }
+            }
+            #[cfg(feature = "half")]
+            Stored::F16(h) => {
+                halves::<_, false>(h, |h| h.to_bits(), |rows| sorted_quantized(g, e, p, jobs, rows))
+            }
+            #[cfg(feature = "half")]
+            Stored::Bf16(h) => {
+                halves::<_, true>(h, |h| h.to_bits(), |rows| sorted_quantized(g, e, p, jobs, rows))
+            }
         }
     }
+}
+
+/// `walk` over the rows of 2-byte floats `h` as a [`Halves`] source: their bits read in
+/// place where each row's values are contiguous, else copied in order first.
+#[cfg(feature = "half")]
+fn halves<H: Copy, const BF: bool>(
+    h: ArrayView2<'_, H>,
+    bits: impl Fn(&H) -> u16,
+    walk: impl FnOnce(&Halves<BF>) -> Result<(), BadIndex>,
+) -> Result<(), BadIndex> {
+    let copy;
+    let (base, stride) = if h.ncols() <= 1 || h.strides()[1] == 1 {
+        // (`half::f16` and `bf16` are `repr(transparent)` over their `u16` bits.)
+        (h.as_ptr().cast::<u16>(), h.strides()[0])
+    } else {
+        // (In row-major order: `map` would keep a column-major view's.)
+        copy = Array2::from_shape_fn(h.dim(), |(r, c)| bits(&h[[r, c]]));
+        (copy.as_ptr(), copy.strides()[0])
+    };
+    // `Halves`' contract: `n` rows of `D` (the geometry's lane) contiguous `u16`s,
+    // `stride` apart.
+    walk(&Halves { base, stride })
 }

@@ -642,3 +642,107 @@ fn plans_and_argmax_apply_to_quantized_rows() {
         .unwrap_err();
     assert!(matches!(e, GatherError::Pooling { .. }), "{e}");
 }
+
+/// Rows of `half::f16` / `bf16` pool as the `f32` table of their values, bit for bit:
+/// every pooling, weights, skip, fill, argmax, plans, any memory order, 1 and 3 threads.
+#[test]
+fn half_rows_pool_as_their_f32_table() {
+    use half::{bf16, f16};
+    use ndarray::{ShapeBuilder, s};
+    use ndarray_gather::prelude::*;
+    let widths: &[usize] = if cfg!(miri) { &[20] } else { &[1, 3, 20, 64, 100] };
+    for &d in widths {
+        // Values across the halves' range: subnormals, large, negative, an infinity.
+        let t = Array2::from_shape_fn((9, d), |(r, c)| match (r * 7 + c * 3) % 11 {
+            0 => 3.0e-6,
+            1 => -60000.0,
+            2 if r == 4 => f32::INFINITY,
+            k => (k as f32 - 5.5) * 1.25 + r as f32 / 8.0,
+        });
+        let h: Array2<f16> = t.mapv(f16::from_f32);
+        let b: Array2<bf16> = t.mapv(bf16::from_f32);
+        let (th, tb) = (h.mapv(f16::to_f32), b.mapv(bf16::to_f32));
+        let hf = Array2::from_shape_vec((9, d).f(), h.t().iter().copied().collect()).unwrap();
+        let wide = Array2::from_shape_fn((9, 2 * d), |(r, c)| h[[r, c / 2]]);
+        let strided = wide.slice(s![.., ..;2]);
+        let idx = [3_i64, -1, 0, 3, 5, 2, 6, -7, 4];
+        let w = [0.5f32, -1.0, 2.0, 0.25, 1.0, 3.0, -0.5, 1.5, 2.5];
+        for segs in [
+            Segments::starts(&[0, 2, 2, 5]),
+            Segments::ids(&[1, 0, 3, 1, 1, 0, 3, 3, 0], 4),
+        ] {
+            for (what, qt, f) in [
+                ("f16", QTable::f16(&h), &th),
+                ("f16 F order", QTable::f16(&hf), &th),
+                ("f16 strided", QTable::f16(strided), &th),
+                ("bf16", QTable::bf16(&b), &tb),
+            ] {
+                let plan = GatherReducePlan::new(qt.dim(), &idx, segs, 0).unwrap();
+                for pooling in [
+                    Pooling::Sum,
+                    Pooling::Mean,
+                    Pooling::SqrtN,
+                    Pooling::Max,
+                    Pooling::Min,
+                    Pooling::Prod,
+                ] {
+                    let mut pools: Vec<Pool<'_, f32>> =
+                        vec![pooling.into(), Pool::from(pooling).skip(5).fill(-2.0)];
+                    if matches!(pooling, Pooling::Sum | Pooling::Mean | Pooling::SqrtN) {
+                        pools.push(Pool::from(pooling).weighted(&w));
+                    }
+                    // (The second skips: the plan was made without.)
+                    for (k, pool) in pools.into_iter().enumerate() {
+                        let want = f
+                            .gather_reduce(&idx, segs, 0, pool.clone())
+                            .unwrap()
+                            .mapv(f32::to_bits);
+                        let got = qt.gather_reduce(&idx, segs, pool.clone()).unwrap();
+                        assert_eq!(got.mapv(f32::to_bits), want, "{what} d {d} {pooling}");
+                        if k != 1 {
+                            let mut out = Array2::from_elem((4, d).f(), 7.0f32);
+                            plan.apply_into(&qt, pool, &mut out).unwrap();
+                            assert_eq!(out.mapv(f32::to_bits), want, "{what} d {d} {pooling} plan");
+                        }
+                    }
+                }
+                let (m, a) = qt.gather_reduce_arg(&idx, segs, Pooling::Max).unwrap();
+                let (fm, fa) = f.gather_reduce_arg(&idx, segs, 0, Pooling::Max).unwrap();
+                assert_eq!(
+                    (m.mapv(f32::to_bits), a),
+                    (fm.mapv(f32::to_bits), fa),
+                    "{what} d {d} arg"
+                );
+                assert_eq!(
+                    qt.gather(&idx[..4]).unwrap(),
+                    f.gather(&idx[..4], 0).unwrap(),
+                    "{what} gather"
+                );
+            }
+        }
+    }
+    if cfg!(miri) {
+        return;
+    }
+    // One thread and three: the same bits on a table large enough to split.
+    let t = Array2::from_shape_fn((3000, 64), |(r, c)| ((r * 13 + c) % 97) as f32 / 8.0 - 6.0);
+    let h = t.mapv(f16::from_f32);
+    let idx: Vec<i64> = (0..40_000).map(|p| (p * 7919 % 3000) as i64).collect();
+    let starts: Vec<i64> = (0..4000).map(|b| b * 10).collect();
+    let run = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| QTable::f16(&h).gather_reduce(&idx, Segments::starts(&starts), Pooling::Mean))
+            .unwrap()
+    };
+    assert_eq!(run(1).mapv(f32::to_bits), run(3).mapv(f32::to_bits));
+    assert_eq!(
+        run(1).mapv(f32::to_bits),
+        h.mapv(f16::to_f32)
+            .gather_reduce(&idx, Segments::starts(&starts), 0, Pooling::Mean)
+            .unwrap()
+            .mapv(f32::to_bits)
+    );
+}

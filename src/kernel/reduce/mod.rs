@@ -23,8 +23,10 @@ mod source;
 
 pub(crate) use self::adjoint::{ArgRows, ByRow, Scale, Target, backward, backward_arg};
 pub(crate) use self::pool::{Pooler, Tally};
+#[cfg(feature = "half")]
+pub(crate) use self::quant::Halves;
 pub(crate) use self::quant::{QRow, Quantized};
-use self::runs::RowSource;
+pub(crate) use self::runs::RowSource;
 // (The sharded tables end their segments as the kernel does.)
 #[cfg(feature = "mpi")]
 pub(crate) use self::pool::{End, better, divide};
@@ -253,14 +255,14 @@ pub(crate) fn sorted<A: PoolElement, E: Entries>(
     sorted_from(g, e, p, jobs, &runs::Input)
 }
 
-/// [`sorted`] with quantized rows (`f32` output rows that are single runs: `Err`
-/// otherwise, which its caller's construction rules out).
-pub(crate) fn sorted_quantized<E: Entries, const BITS: usize>(
+/// [`sorted`] with rows from a source of their own (quantized, half floats: `f32` output
+/// rows that are single runs, `Err` otherwise, which its caller's construction rules out).
+pub(crate) fn sorted_quantized<E: Entries, R: RowSource<f32>>(
     g: &Geometry<f32>,
     e: &E,
     p: &Pooler<'_, f32>,
     jobs: usize,
-    rows: &Quantized<BITS>,
+    rows: &R,
 ) -> Result<(), BadIndex> {
     sorted_from(g, e, p, jobs, rows)
 }

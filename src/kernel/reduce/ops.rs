@@ -8,7 +8,7 @@ use crate::pool::PoolElement;
 /// later one (weighted by `w` where `WEIGHTED`; recording position `p` in the argmax row
 /// `a` where `ARG`: a `u32` row of the walk's own, 8 lanes to a vector, widened into the
 /// argmax output once the segment is done).
-pub(super) trait RowOp<A> {
+pub(crate) trait RowOp<A> {
     const WEIGHTED: bool;
     const ARG: bool;
     /// Whether it adds its rows (`Sum`, `WeightedSum`: also `Mean` and `SqrtN`), so that a

@@ -2,13 +2,16 @@
 //! read once, as bytes, its values made `f32` in registers, no dequantized copy. `Sum`
 //! (and `Mean` / `SqrtN`, which divide it) adds in FBGEMM's order, per position
 //! `out = fma(w * scale, q, out + w * bias)` from zero; the other poolings see each value
-//! as `fma(scale, q, bias)`.
+//! as `fma(scale, q, bias)`. Rows of 2-byte floats ([`Halves`]) are widened to `f32` in
+//! registers and pooled as the `f32` rows they equal.
 
 use super::Geometry;
 use super::ops::RowOp;
 use super::pool::{Pooler, Tally};
 use super::runs::RowSource;
-use crate::half::from_f16;
+use crate::half_bits::from_f16;
+#[cfg(feature = "half")]
+use crate::half_bits::{widen_bf16, widen_f16};
 use crate::kernel::prefetch::prefetch_block;
 use crate::plan::policy::REDUCE_BLOCK;
 
@@ -166,6 +169,81 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
                     Op::next(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
                 }
                 at += len;
+            }
+        }
+        tally.count += 1;
+        if Op::WEIGHTED {
+            tally.weight += w;
+            tally.weight_sq += w * w;
+        }
+    }
+}
+
+#[cfg(feature = "half")]
+/// Rows of 2-byte floats (`BF`: bfloat16, else IEEE half): row `r`'s values are
+/// contiguous from `base + r * stride` (elements).
+///
+/// The contract (its builder's, `quant::QTable`): every row below the walk's `rows` is
+/// the walk's row length (the geometry's lane) of readable `u16`s from its start.
+pub(crate) struct Halves<const BF: bool> {
+    pub base: *const u16,
+    pub stride: isize,
+}
+
+// SAFETY: the walk's threads only read the rows (shared `&[u16]`).
+#[cfg(feature = "half")]
+unsafe impl<const BF: bool> Sync for Halves<BF> {}
+
+#[cfg(feature = "half")]
+impl<const BF: bool> RowSource<f32> for Halves<BF> {
+    const INPUT: bool = false;
+
+    #[inline(always)]
+    fn prefetch(&self, _: &Geometry<f32>, r: usize, c: usize, bytes: usize) {
+        let at = self
+            .base
+            .wrapping_offset(r as isize * self.stride)
+            .wrapping_add(c);
+        prefetch_block(at, (bytes / 2).max(1));
+    }
+
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn combine<Op: RowOp<f32>>(
+        &self,
+        _: &Geometry<f32>,
+        p: &Pooler<'_, f32>,
+        o: &mut [f32],
+        r: usize,
+        c: usize,
+        a: &mut [u32],
+        pos: usize,
+        tally: &mut Tally<f32>,
+    ) {
+        // SAFETY: `r` below the walk's rows (the caller's contract) and `c + o.len()` at
+        // most the row's length: columns of the row of the contract.
+        let row =
+            unsafe { std::slice::from_raw_parts(self.base.offset(r as isize * self.stride).add(c), o.len()) };
+        let w = match &p.weights {
+            Some(w) if Op::WEIGHTED => w[pos],
+            _ => 1.0,
+        };
+        // Each block of values widened in registers, then the pooling's own `f32` step.
+        let mut x = [0.0f32; REDUCE_BLOCK];
+        for (at, h) in (0..).step_by(REDUCE_BLOCK).zip(row.chunks(REDUCE_BLOCK)) {
+            for (x, &h) in x.iter_mut().zip(h) {
+                *x = if BF { widen_bf16(h) } else { widen_f16(h) };
+            }
+            let len = h.len();
+            let arg = if Op::ARG {
+                &mut a[at..at + len]
+            } else {
+                &mut [][..]
+            };
+            if tally.count == 0 {
+                Op::first(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
+            } else {
+                Op::next(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
             }
         }
         tally.count += 1;

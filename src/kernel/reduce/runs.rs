@@ -142,7 +142,7 @@ fn combine<A: PoolElement, Op: RowOp<A>>(
 /// ([`Input`]), or another source of rows of `A` (quantized rows: [`Quantized`]) that the
 /// same walk, blocks and poolings read. A source other than the input is read only where
 /// rows are single runs.
-pub(super) trait RowSource<A>: Sync {
+pub(crate) trait RowSource<A>: Sync {
     /// Whether the rows are the geometry's input (any layout, through the lanes' loops).
     const INPUT: bool;
     /// Asks for `bytes` bytes' worth of row `r`'s columns from `c`.
