@@ -11,6 +11,7 @@ use ndarray::{Array, Array2, ArrayRef, ArrayView2, AsArray, Axis, Dimension, Ix2
 
 use super::Rowwise;
 use crate::call::reduce::{Out, Rows, gather_reduce, resolve_rows};
+use crate::call::zeros;
 use crate::error::GatherError;
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
@@ -300,11 +301,15 @@ impl<'a> QTable<'a> {
         const OP: &str = "QTable::gather";
         let (n, d) = self.dim();
         indices.with_ref(OP, |ix| {
-            let rows = resolve_rows(OP, ix, 0, n, None)?;
             let mut dim = E::Larger::zeros(ix.ndim() + 1);
             dim.slice_mut()[..ix.ndim()].copy_from_slice(ix.shape());
             dim.slice_mut()[ix.ndim()] = d;
-            let mut out = Array::<f32, _>::zeros(dim);
+            // A zero-size output reads nothing: any index is fine (decision 4).
+            if d == 0 {
+                return zeros(OP, dim);
+            }
+            let rows = resolve_rows(OP, ix, 0, n, None)?;
+            let mut out = zeros::<f32, _>(OP, dim)?;
             let flat = out.as_slice_mut().expect("a fresh array is contiguous");
             let each = |k: usize| match &rows {
                 Rows::Narrow(v) => v[k] as usize,

@@ -271,6 +271,19 @@ fn empty_rows_and_tables() {
             .dim(),
         (0, 4)
     );
+    // A zero-size output reads nothing, so any index is fine (decision 4, as the f32
+    // gather); rows of values are read and checked.
+    let none = Array2::<u8>::zeros((0, 8));
+    let empty = QTable::new(&none, Rowwise::Int8).unwrap();
+    assert_eq!(empty.gather(&[-1_i64, 5]).unwrap().dim(), (2, 0));
+    let e = QTable::new(&q, Rowwise::Int4)
+        .unwrap()
+        .gather(&[0_i64])
+        .unwrap_err();
+    assert!(
+        matches!(e, GatherError::IndexOutOfBounds { axis_len: 0, .. }),
+        "{e}"
+    );
 }
 
 /// A large table quantizes in parallel ranges of rows: each row as it quantizes alone, in

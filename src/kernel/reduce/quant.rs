@@ -70,25 +70,27 @@ impl<const BITS: usize> QRow<'_, BITS> {
         }
     }
 
-    /// The quantized values of columns `c..c + n`, in order, to `f` (`c` and `n` whole
-    /// bytes' values: a block starts at a multiple of 16 columns, and a row's values fill
-    /// its bytes).
+    /// The quantized values of columns `c..c + n`, in order, to `f`: a byte's values
+    /// together where `c` and `n` are whole bytes' (a block of 16 columns and more), else
+    /// one at a time (the small blocks of Miri's and fuzzing's sizes).
     #[inline(always)]
     fn each(&self, c: usize, n: usize, mut f: impl FnMut(usize, f32)) {
         let row = self.bytes;
-        match BITS {
-            8 => row[c..c + n]
+        let (per, mask) = (8 / BITS, ((1u16 << BITS) - 1) as u8);
+        if BITS == 8 {
+            row[c..c + n]
                 .iter()
                 .enumerate()
-                .for_each(|(k, &q)| f(k, f32::from(q))),
-            _ => {
-                let per = 8 / BITS;
-                let mask = ((1u16 << BITS) - 1) as u8;
-                for (i, &b) in row[c / per..(c + n) / per].iter().enumerate() {
-                    for s in 0..per {
-                        f(i * per + s, f32::from((b >> (s * BITS)) & mask));
-                    }
+                .for_each(|(k, &q)| f(k, f32::from(q)));
+        } else if c % per == 0 && n % per == 0 {
+            for (i, &b) in row[c / per..(c + n) / per].iter().enumerate() {
+                for s in 0..per {
+                    f(i * per + s, f32::from((b >> (s * BITS)) & mask));
                 }
+            }
+        } else {
+            for (k, j) in (c..c + n).enumerate() {
+                f(k, f32::from((row[j / per] >> (j % per * BITS)) & mask));
             }
         }
     }
