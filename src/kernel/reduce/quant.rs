@@ -150,7 +150,14 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
                 o.fill(0.0);
             }
             let (ws, wb) = (w * scale, w * bias);
-            row.each(c, o.len(), |k, q| o[k] = ws.mul_add(q, o[k] + wb));
+            // (Unpacked into a block first, so that the sum's loop is one of slices.)
+            let mut x = [0.0f32; REDUCE_BLOCK];
+            for (at, o) in (0..).step_by(REDUCE_BLOCK).zip(o.chunks_mut(REDUCE_BLOCK)) {
+                row.each(c + at, o.len(), |k, q| x[k] = q);
+                for (o, &q) in o.iter_mut().zip(&x) {
+                    *o = ws.mul_add(q, *o + wb);
+                }
+            }
         } else {
             // Each value `fma(scale, q, bias)`, then the pooling's own step (in blocks of
             // at most a register block's columns, in registers).
