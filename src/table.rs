@@ -7,7 +7,11 @@
 // the crate implements or calls them.
 #![allow(private_interfaces, private_bounds)]
 
-use ndarray::{ArrayBase, ArrayRef, Data, Dimension};
+use ndarray::{ArrayBase, ArrayD, ArrayRef, Data, Dimension};
+
+use crate::error::GatherError;
+use crate::ext::GatherExt;
+use crate::index::GatherIndex;
 
 use crate::kernel::BadIndex;
 use crate::kernel::reduce::{Entries, Geometry, Pooler, sorted};
@@ -74,6 +78,13 @@ pub trait PoolTable<A, D>: Sealed {
         p: &Pooler<'_, A>,
         jobs: usize,
     ) -> Result<(), BadIndex>;
+
+    /// The rows at `indices` along axis 0 (a sharded table's owners send them).
+    #[doc(hidden)]
+    fn gather_rows<I: GatherIndex, E: Dimension>(
+        &self,
+        indices: &ArrayRef<I, E>,
+    ) -> Result<ArrayD<A>, GatherError>;
 }
 
 impl<A, D> Sealed for ArrayRef<A, D> {}
@@ -122,6 +133,13 @@ impl<A: PoolElement, D: Dimension> PoolTable<A, D> for ArrayRef<A, D> {
     ) -> Result<(), BadIndex> {
         sorted(g, e, p, jobs)
     }
+
+    fn gather_rows<I: GatherIndex, E: Dimension>(
+        &self,
+        indices: &ArrayRef<I, E>,
+    ) -> Result<ArrayD<A>, GatherError> {
+        self.gather(&indices.view().into_dyn(), 0)
+    }
 }
 
 impl<S: Data, D> Sealed for ArrayBase<S, D> {}
@@ -149,5 +167,12 @@ impl<A: PoolElement, S: Data<Elem = A>, D: Dimension> PoolTable<A, D> for ArrayB
         jobs: usize,
     ) -> Result<(), BadIndex> {
         sorted(g, e, p, jobs)
+    }
+
+    fn gather_rows<I: GatherIndex, E: Dimension>(
+        &self,
+        indices: &ArrayRef<I, E>,
+    ) -> Result<ArrayD<A>, GatherError> {
+        (**self).gather_rows(indices)
     }
 }

@@ -7,7 +7,7 @@
 
 use std::borrow::Cow;
 
-use ndarray::{Array, Array2, ArrayRef, ArrayView2, AsArray, Axis, Dimension, Ix2};
+use ndarray::{Array, Array2, ArrayD, ArrayRef, ArrayView2, AsArray, Axis, Dimension, Ix2};
 
 use super::Rowwise;
 use crate::call::reduce::{Out, Rows, gather_reduce, resolve_rows};
@@ -406,6 +406,13 @@ impl PoolTable<f32, Ix2> for QTable<'_> {
                 halves::<_, true>(h, |h| h.to_bits(), |rows| sorted_quantized(g, e, p, jobs, rows))
             }
         }
+    }
+
+    fn gather_rows<I: GatherIndex, E: Dimension>(
+        &self,
+        indices: &ArrayRef<I, E>,
+    ) -> Result<ArrayD<f32>, GatherError> {
+        self.gather(indices).map(|g| g.into_dyn())
     }
 }
 

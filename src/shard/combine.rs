@@ -3,17 +3,18 @@
 //! combining the owners' partials in increasing rank order (decision 39).
 
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
-use ndarray::{ArrayD, ArrayViewMut, Dimension, IxDyn};
+use ndarray::{ArrayD, ArrayView1, ArrayViewMut, Dimension, IxDyn};
 
 use super::exchange::{all_to_all, all_to_others};
 use super::merge::Partials;
 use super::{Route, ShardedTable, Spare, Traffic};
+use crate::call::reduce::{Out, gather_reduce};
 use crate::error::{GatherError, internal};
-use crate::ext::GatherReduceExt;
 use crate::kernel::reduce::Pooler;
 use crate::pool::{Pool, PoolElement, Pooling};
 use crate::prepared::GatherReducePlan;
 use crate::segments::{Checked, Segments};
+use crate::table::PoolTable;
 
 /// No local segment yet.
 const NONE: u32 = u32::MAX;
@@ -54,8 +55,8 @@ impl Routed {
     /// their owners, sorted by segment for a call (`plan` false: the owner pools ranges)
     /// or in position order for a plan (whose owner sorts them once, and whose backward
     /// adds in position order). Collective (after the agreement on errors).
-    pub fn new<C, A, D, J: crate::index::GatherIndex>(
-        table: &ShardedTable<'_, C, A, D>,
+    pub fn new<C, A, D, T, J: crate::index::GatherIndex>(
+        table: &ShardedTable<'_, C, A, D, T>,
         segs: &Checked<'_, J>,
         route: Route,
         plan: bool,
@@ -65,6 +66,7 @@ impl Routed {
         C: Communicator + CommunicatorCollectives,
         A: PoolElement + Equivalence + Copy + Default,
         D: Dimension,
+        T: PoolTable<A, D>,
     {
         let (comm, chunk, ranks) = (table.comm, table.chunk, table.rows.ranks());
         let mut spare = table.spare.borrow_mut();
@@ -137,9 +139,9 @@ impl Routed {
     /// row-major order: a caller's standard-layout output, `None` returned) or a fresh
     /// array. Collective (after the agreement on errors).
     #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-    pub fn pool<C, A, D>(
+    pub fn pool<C, A, D, T>(
         &self,
-        table: &ShardedTable<'_, C, A, D>,
+        table: &ShardedTable<'_, C, A, D, T>,
         op: &'static str,
         pool: Pool<'_, A>,
         arg: bool,
@@ -152,6 +154,7 @@ impl Routed {
         C: Communicator + CommunicatorCollectives,
         A: PoolElement + Equivalence + Copy + Default,
         D: Dimension,
+        T: PoolTable<A, D>,
     {
         let (comm, chunk, route, me) = (table.comm, table.chunk, &self.route, self.me);
         let weights: Option<Vec<A>> = pool
@@ -242,9 +245,9 @@ impl Routed {
     /// pooled with their weights (`served_w`, in the order asked) through `plans` where a
     /// plan made them, into the table's kept partials buffer (or, for `Max` / `Min`, fresh
     /// partials and each one's position relative to its source's batch).
-    fn serve<C, A, D>(
+    fn serve<C, A, D, T>(
         &self,
-        table: &ShardedTable<'_, C, A, D>,
+        table: &ShardedTable<'_, C, A, D, T>,
         op: &'static str,
         pooling: Pooling,
         plans: Option<OwnerPlans<'_>>,
@@ -254,6 +257,7 @@ impl Routed {
         C: Communicator + CommunicatorCollectives,
         A: PoolElement + Equivalence + Copy + Default,
         D: Dimension,
+        T: PoolTable<A, D>,
     {
         let owner_pool = |w| owner_pool(pooling, w);
         let (w, local, me) = (table.row_len(), &table.local, self.me);
@@ -272,7 +276,10 @@ impl Routed {
                     (m0.iter().chain(m1.iter()).copied().collect(), a)
                 }
                 None => {
-                    let (m, a) = local.gather_reduce_arg(&self.ids, segments, 0, owner_pool(served_w))?;
+                    let ids = ArrayView1::from(&self.ids[..]);
+                    let (m, a) =
+                        gather_reduce(op, local, &ids, &segments, 0, owner_pool(served_w), Out::Arg)?
+                            .with_arg(op)?;
                     (m.iter().copied().collect(), a.iter().copied().collect::<Vec<_>>())
                 }
             };
@@ -290,7 +297,7 @@ impl Routed {
         let mut buf = std::mem::take(&mut table.spare.borrow_mut().partials);
         let n = self.indptr.len().saturating_sub(1);
         buf.resize(n * w, A::zero());
-        let view = |n, b| rows_view(op, rows_of(local.shape(), n), b);
+        let view = |n, b| rows_view(op, rows_of(local.dim().slice(), n), b);
         match plans {
             Some(p) => {
                 let (w0, w1) = split;
@@ -300,7 +307,9 @@ impl Routed {
             }
             None => {
                 let mut all = view(n, &mut buf[..])?;
-                local.gather_reduce_into(&self.ids, segments, 0, owner_pool(served_w), &mut all)?;
+                let ids = ArrayView1::from(&self.ids[..]);
+                let pool = owner_pool(served_w);
+                gather_reduce(op, local, &ids, &segments, 0, pool, Out::Into(&mut all))?;
             }
         }
         Ok((buf, None))
@@ -310,9 +319,9 @@ impl Routed {
     /// output's elements in row-major order), and for `Max` / `Min` each element's position
     /// into `at`.
     #[allow(clippy::too_many_arguments)]
-    fn pool_own<C, A, D>(
+    fn pool_own<C, A, D, T>(
         &self,
-        table: &ShardedTable<'_, C, A, D>,
+        table: &ShardedTable<'_, C, A, D, T>,
         op: &'static str,
         pooling: Pooling,
         plans: Option<OwnerPlans<'_>>,
@@ -324,6 +333,7 @@ impl Routed {
         C: Communicator + CommunicatorCollectives,
         A: PoolElement + Equivalence + Copy + Default,
         D: Dimension,
+        T: PoolTable<A, D>,
     {
         let (route, me, count, local) = (&self.route, self.me, self.count, &table.local);
         let (own_pos, own_ids) = (route.of(me), route.ids_of(me));
@@ -343,7 +353,10 @@ impl Routed {
         if matches!(pooling, Pooling::Max | Pooling::Min) {
             let (m, a) = match plans {
                 Some(p) => p.own.apply_arg(local, owner_pool(own_w))?,
-                None => local.gather_reduce_arg(own_ids, segments, 0, owner_pool(own_w))?,
+                None => {
+                    let ids = ArrayView1::from(own_ids);
+                    gather_reduce(op, local, &ids, &segments, 0, owner_pool(own_w), Out::Arg)?.with_arg(op)?
+                }
             };
             out.iter_mut().zip(m.iter()).for_each(|(o, &v)| *o = v);
             // (A segment with no position of this rank's has a position past them.)
@@ -351,10 +364,21 @@ impl Routed {
                 .zip(a.iter())
                 .for_each(|(o, &q)| *o = own_pos.get(q).copied().unwrap_or(0));
         } else {
-            let mut view = rows_view(op, rows_of(local.shape(), count), out)?;
+            let mut view = rows_view(op, rows_of(local.dim().slice(), count), out)?;
             match plans {
                 Some(p) => p.own.apply_into(local, owner_pool(own_w), &mut view)?,
-                None => local.gather_reduce_into(own_ids, segments, 0, owner_pool(own_w), &mut view)?,
+                None => {
+                    let ids = ArrayView1::from(own_ids);
+                    gather_reduce(
+                        op,
+                        local,
+                        &ids,
+                        &segments,
+                        0,
+                        owner_pool(own_w),
+                        Out::Into(&mut view),
+                    )?;
+                }
             }
         }
         Ok(())

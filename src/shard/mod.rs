@@ -50,9 +50,10 @@ mod scatter;
 mod spare;
 
 use std::cell::{Cell, RefCell};
+use std::marker::PhantomData;
 
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence, Root};
-use ndarray::{Array, ArrayD, ArrayRef, Dimension, IxDyn};
+use ndarray::{Array, ArrayD, ArrayRef, ArrayView1, Dimension, IxDyn};
 
 use self::combine::Routed;
 use self::exchange::{CallShape, agree, agree_pooled, all_to_all};
@@ -61,9 +62,8 @@ use self::route::{Route, lend};
 pub use self::rows::Rows;
 use self::spare::Spare;
 use crate::call::into_dim;
-use crate::call::reduce::{check_pool, resolve_rows};
+use crate::call::reduce::{Out, check_pool, gather_reduce, resolve_rows};
 use crate::error::{GatherError, internal};
-use crate::ext::{GatherExt, GatherReduceExt};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::layout::checked_len;
@@ -71,6 +71,7 @@ use crate::plan::policy::SHARD_CHUNK_ELEMENTS;
 use crate::pool::{IntoPool, Pool, PoolElement};
 use crate::rank::GatherRank;
 use crate::segments::{Checked, Segments};
+use crate::table::PoolTable;
 
 /// The bytes a rank sent to and received from the other ranks in a sharded call (its ids,
 /// weights, rows and partials; the counts and the error agreement, a few bytes per rank,
@@ -84,13 +85,16 @@ pub struct Traffic {
 }
 
 /// A table sharded row-wise over the ranks of an MPI communicator: this rank's rows
-/// (`local`, any layout), which rows every rank holds ([`Rows`]), and the calls, each
+/// (`local`: an array of any layout, or a [`QTable`](crate::quant::QTable), whose rows
+/// stay quantized), which rows every rank holds ([`Rows`]), and the calls, each
 /// collective. See the [module](self) for how a call runs.
 ///
 /// The elements are numbers: `A: PoolElement + Equivalence` (MPI sends them as they are).
-pub struct ShardedTable<'c, C: Communicator, A, D: Dimension> {
+/// A quantized table gathers and pools (its rows dequantized on their owner); scatters
+/// and backwards write an array's rows.
+pub struct ShardedTable<'c, C: Communicator, A, D: Dimension, T = Array<A, D>> {
     comm: &'c C,
-    local: Array<A, D>,
+    local: T,
     rows: Rows,
     /// The global shape: `n` rows of the local array's row shape.
     shape: Vec<usize>,
@@ -99,27 +103,33 @@ pub struct ShardedTable<'c, C: Communicator, A, D: Dimension> {
     chunk: usize,
     /// The buffers of the last call, kept for the next.
     spare: RefCell<Spare<A>>,
+    /// (The local rows' dimensions: `T`'s, as a `PoolTable<A, D>`.)
+    dim: PhantomData<D>,
 }
 
-impl<'c, C, A, D> ShardedTable<'c, C, A, D>
+impl<'c, C, A, D, T> ShardedTable<'c, C, A, D, T>
 where
     C: Communicator + CommunicatorCollectives,
     A: PoolElement + Equivalence + Copy + Default,
     D: Dimension,
+    T: PoolTable<A, D>,
 {
     /// This rank's share of a table of `rows`: `local` holds its rows
-    /// (`rows.range(rank)`, any layout). Collective: every rank passes the same `rows`
-    /// and row shape (checked against rank 0's), and a local array of its row count.
+    /// (`rows.range(rank)`: an array of any layout, or a `QTable` of quantized rows, which
+    /// stay quantized: `ShardedTable::new(&world, QTable::new(&bytes, Rowwise::Int8)?,
+    /// rows)`, decision 48). Collective: every rank passes the same `rows` and row shape
+    /// (checked against rank 0's), and a local table of its row count.
     ///
     /// # Errors
     /// On every rank, if any rank's input is bad: [`Bounds`](GatherError::Bounds) for
     /// bounds that are not for the communicator's ranks or differ from rank 0's,
     /// [`InputShape`](GatherError::InputShape) for a local array of another row count or
     /// row shape (or of rank 0), [`Peer`](GatherError::Peer) on the other ranks.
-    pub fn new(comm: &'c C, local: Array<A, D>, rows: Rows) -> Result<Self, GatherError> {
+    pub fn new(comm: &'c C, local: T, rows: Rows) -> Result<Self, GatherError> {
         let op = "ShardedTable::new";
         let (size, me) = (comm.size() as usize, comm.rank() as usize);
-        let row_shape = local.shape().get(1..).unwrap_or(&[]).to_vec();
+        let dim = local.dim();
+        let row_shape = dim.slice().get(1..).unwrap_or(&[]).to_vec();
         // Rank 0's bounds and row shape, which every rank must share.
         let mine: Vec<u64> = rows
             .bounds()
@@ -161,11 +171,11 @@ where
             let expected: Vec<usize> = std::iter::once(rows.range(me).len())
                 .chain(theirs[nb..].iter().map(|&v| v as usize))
                 .collect();
-            if local.ndim() == 0 || local.shape() != &expected[..] {
+            if dim.ndim() == 0 || dim.slice() != &expected[..] {
                 return Err(GatherError::InputShape {
                     op,
                     expected,
-                    found: local.shape().to_vec(),
+                    found: dim.slice().to_vec(),
                 });
             }
             let shape: Vec<usize> = std::iter::once(rows.len())
@@ -186,6 +196,7 @@ where
             traffic: Cell::new(Traffic::default()),
             chunk: SHARD_CHUNK_ELEMENTS,
             spare: RefCell::new(Spare::default()),
+            dim: PhantomData,
         })
     }
 
@@ -195,15 +206,8 @@ where
     }
 
     /// This rank's rows. (See [`traffic`](Self::traffic) for an example.)
-    pub fn local(&self) -> &Array<A, D> {
+    pub fn local(&self) -> &T {
         &self.local
-    }
-
-    /// This rank's rows, to change their values (a training step's update, as in
-    /// [`traffic`](Self::traffic)'s example); their shape
-    /// stays the table's.
-    pub fn local_mut(&mut self) -> &mut ArrayRef<A, D> {
-        &mut self.local
     }
 
     /// The global table's shape: `n` rows of the local rows' shape. (See [`traffic`](Self::traffic) for an example.)
@@ -287,7 +291,7 @@ where
             let route = agree(self.comm, op, local)?;
             if self.rows.ranks() == 1 {
                 // One rank holds the whole table: no routing.
-                return Ok(self.local.gather(ix, 0)?.into_dyn());
+                return self.local.gather_rows(ix);
             }
             let asked = all_to_all(
                 self.comm,
@@ -300,7 +304,7 @@ where
             // The owner's side: the rows asked of it, in the order asked.
             // (A failure here, which the agreement rules out, still takes part in the
             // exchange below, with zeros, so that no rank waits alone.)
-            let gathered = self.local.gather(&asked.values, 0);
+            let gathered = self.local.gather_rows(&ArrayView1::from(&asked.values[..]));
             let zeros;
             let (found, failed) = match gathered.as_ref().map(|f| f.as_slice()) {
                 Ok(Some(f)) => (f, None),
@@ -419,10 +423,13 @@ where
             let (segs, route, shape) = agree_pooled(self.comm, op, shape_of_call, local)?;
             let Some(route) = route else {
                 return Ok(if arg {
-                    let (m, a) = self.local.gather_reduce_arg(ix, segments, 0, pool)?;
+                    let (m, a) =
+                        gather_reduce(op, &self.local, ix, &segments, 0, pool, Out::Arg)?.with_arg(op)?;
                     (m.into_dyn(), Some(a.into_dyn()))
                 } else {
-                    (self.local.gather_reduce(ix, segments, 0, pool)?.into_dyn(), None)
+                    let out =
+                        gather_reduce(op, &self.local, ix, &segments, 0, pool, Out::Fresh)?.fresh(op)?;
+                    (out.into_dyn(), None)
                 });
             };
             let routed = Routed::new(self, &segs, route, false, &mut traffic);
@@ -434,5 +441,17 @@ where
         });
         self.traffic.set(traffic);
         out
+    }
+}
+
+impl<C, A, D> ShardedTable<'_, C, A, D>
+where
+    C: Communicator,
+    D: Dimension,
+{
+    /// This rank's rows, to change their values (a training step's update, as in
+    /// [`traffic`](Self::traffic)'s example); their shape stays the table's.
+    pub fn local_mut(&mut self) -> &mut ArrayRef<A, D> {
+        &mut self.local
     }
 }

@@ -18,6 +18,7 @@ use crate::indices::IndexArray;
 use crate::pool::{IntoPool, Pool, PoolElement};
 use crate::prepared::GatherReducePlan;
 use crate::segments::{Checked, Segments};
+use crate::table::PoolTable;
 
 /// A sharded gather-reduce whose ids were checked and routed once: each rank keeps which
 /// of its positions each owner serves, and each owner keeps, as local
@@ -64,11 +65,12 @@ pub struct ShardedPlan {
     pub(super) traffic: Mutex<Traffic>,
 }
 
-impl<'c, C, A, D> ShardedTable<'c, C, A, D>
+impl<'c, C, A, D, T> ShardedTable<'c, C, A, D, T>
 where
     C: Communicator + CommunicatorCollectives,
     A: PoolElement + Equivalence + Copy + Default,
     D: Dimension,
+    T: PoolTable<A, D>,
 {
     /// Routes and checks `indices` (global rows, as for
     /// [`gather_reduce`](Self::gather_reduce)) into `segments` once, for every later
@@ -119,7 +121,7 @@ where
                 let local = Checked::new(op, &segments, ix.len()).and_then(|segs| {
                     Ok((
                         segs.count(),
-                        GatherReducePlan::build(op, self.local.raw_dim(), ix, skip, segments, 0)?,
+                        GatherReducePlan::build(op, self.local.dim(), ix, skip, segments, 0)?,
                     ))
                 });
                 let (count, owner) = agree(self.comm, op, local)?;
@@ -141,7 +143,7 @@ where
             let routed = Routed::new(self, &segs, route, true, &mut traffic);
             // The rows asked by the ranks before this one, by itself (its own segments),
             // and by the ranks after it: the backward adds them in that order.
-            let (me, dim) = (routed.me, self.local.raw_dim());
+            let (me, dim) = (routed.me, self.local.dim());
             let (pb, nb) = (routed.batch_start[me], routed.seg_starts[me]);
             let n = routed.indptr.len() - 1;
             let own_segs: Vec<usize> = routed.route.of(me).iter().map(|&p| routed.segment[p]).collect();
@@ -207,15 +209,16 @@ impl ShardedPlan {
     /// tables of different row widths,
     /// [`Weights`](GatherError::Weights) / [`Pooling`](GatherError::Pooling) as the call's
     /// (and for a `.skip` other than the plan's), [`Peer`](GatherError::Peer) elsewhere.
-    pub fn apply<'w, C, A, D>(
+    pub fn apply<'w, C, A, D, T>(
         &self,
-        table: &ShardedTable<'_, C, A, D>,
+        table: &ShardedTable<'_, C, A, D, T>,
         pool: impl IntoPool<'w, A>,
     ) -> Result<Array<A, D>, GatherError>
     where
         C: Communicator + CommunicatorCollectives,
         A: PoolElement + Equivalence + Copy + Default + 'w,
         D: Dimension,
+        T: PoolTable<A, D>,
     {
         let op = "ShardedPlan::apply";
         let (out, _) = self.run(op, table, pool.into_pool(), false, None)?;
@@ -230,9 +233,9 @@ impl ShardedPlan {
     ///
     /// # Errors
     /// As [`apply`](Self::apply), and [`OutputShape`](GatherError::OutputShape).
-    pub fn apply_into<'w, C, A, D>(
+    pub fn apply_into<'w, C, A, D, T>(
         &self,
-        table: &ShardedTable<'_, C, A, D>,
+        table: &ShardedTable<'_, C, A, D, T>,
         pool: impl IntoPool<'w, A>,
         out: &mut ArrayRef<A, D>,
     ) -> Result<(), GatherError>
@@ -240,6 +243,7 @@ impl ShardedPlan {
         C: Communicator + CommunicatorCollectives,
         A: PoolElement + Equivalence + Copy + Default + 'w,
         D: Dimension,
+        T: PoolTable<A, D>,
     {
         let op = "ShardedPlan::apply_into";
         if let (Some(got), _) = self.run(op, table, pool.into_pool(), false, Some(out))? {
@@ -255,15 +259,16 @@ impl ShardedPlan {
     /// As [`apply`](Self::apply), and a [`Pooling`](GatherError::Pooling) error for another
     /// pooling.
     #[allow(clippy::type_complexity)]
-    pub fn apply_arg<'w, C, A, D>(
+    pub fn apply_arg<'w, C, A, D, T>(
         &self,
-        table: &ShardedTable<'_, C, A, D>,
+        table: &ShardedTable<'_, C, A, D, T>,
         pool: impl IntoPool<'w, A>,
     ) -> Result<(Array<A, D>, Array<usize, D>), GatherError>
     where
         C: Communicator + CommunicatorCollectives,
         A: PoolElement + Equivalence + Copy + Default + 'w,
         D: Dimension,
+        T: PoolTable<A, D>,
     {
         let op = "ShardedPlan::apply_arg";
         let (out, arg) = self.run(op, table, pool.into_pool(), true, None)?;
@@ -276,10 +281,10 @@ impl ShardedPlan {
     /// The checks (this rank's), the agreement, and the routed pooling: the output (and
     /// argmax), or `None` where it was written into `into` (one rank).
     #[allow(clippy::type_complexity)]
-    fn run<C, A, D>(
+    fn run<C, A, D, T>(
         &self,
         op: &'static str,
-        table: &ShardedTable<'_, C, A, D>,
+        table: &ShardedTable<'_, C, A, D, T>,
         pool: Pool<'_, A>,
         arg: bool,
         into: Option<&mut ArrayRef<A, D>>,
@@ -288,6 +293,7 @@ impl ShardedPlan {
         C: Communicator + CommunicatorCollectives,
         A: PoolElement + Equivalence + Copy + Default,
         D: Dimension,
+        T: PoolTable<A, D>,
     {
         let shape: Vec<usize> = std::iter::once(self.segments())
             .chain(table.shape[1..].iter().copied())
@@ -345,10 +351,10 @@ impl ShardedPlan {
     }
 
     /// A table of the plan's bounds, or this rank's error.
-    pub(super) fn check_table<C: Communicator, A, D: Dimension>(
+    pub(super) fn check_table<C: Communicator, A, D: Dimension, T>(
         &self,
         op: &'static str,
-        table: &ShardedTable<'_, C, A, D>,
+        table: &ShardedTable<'_, C, A, D, T>,
     ) -> Result<(), GatherError> {
         if table.rows.bounds() != &self.bounds[..] {
             return Err(GatherError::Bounds {

@@ -12,6 +12,7 @@ use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::reduce::Row;
 use crate::pool::PoolElement;
+use crate::table::PoolTable;
 
 /// Runs `body` on `indices` as ndarray's reference type; if they cannot be lent (`body`
 /// never ran), this rank still takes its part in the agreement, with that error (the
@@ -65,11 +66,12 @@ impl Route {
     }
 }
 
-impl<C, A, D> ShardedTable<'_, C, A, D>
+impl<C, A, D, T> ShardedTable<'_, C, A, D, T>
 where
     C: Communicator + CommunicatorCollectives,
     A: PoolElement + Equivalence + Copy + Default,
     D: Dimension,
+    T: PoolTable<A, D>,
 {
     /// The global rows of `indices` (negative ones from the end of `n`; `skip` left out)
     /// grouped by owner; or the error naming the first bad index. Local: no collective.

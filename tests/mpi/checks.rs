@@ -347,6 +347,7 @@ pub fn run() {
                 checked += 1;
             }
         }
+        quantized(&world, seed, &t, &rows, b);
         // A plan: routed once, the same bits as the calls for every pooling, on tables
         // whose values change between applies; a table of other rows is refused.
         let plan = table.plan(&b.ids, b.segments()).unwrap();
@@ -720,5 +721,81 @@ pub fn run() {
     assert_eq!(total, checked as u64 * ranks as u64);
     if me == 0 {
         println!("rank 0 of {ranks}: {checked} gather-reduce cases, gathers and scatters of 12 tables agree");
+    }
+}
+
+/// A sharded `QTable` (decision 48: each rank's rows stay quantized) against the
+/// single-process `QTable` on the whole table: gathers, max / min and their argmax bit for
+/// bit, every pooling on one rank bit for bit, and on several ranks decision 39's order
+/// of the dequantized values within a rounding bound (an owner's partial is FBGEMM's fma
+/// chain); a plan gives the calls' bits.
+fn quantized(world: &impl Communicator, seed: u64, t: &Array2<f32>, rows: &Rows, b: &Batch) {
+    use ndarray_gather::quant::{QTable, Rowwise};
+    let (me, ranks) = (world.rank() as usize, world.size() as usize);
+    let w = t.ncols();
+    let layout = if w.is_multiple_of(2) && seed.is_multiple_of(2) {
+        Rowwise::Int4
+    } else {
+        Rowwise::Int8
+    };
+    // (Half-float scales and biases hold magnitudes up to 65504: the 4-bit table's values
+    // are scaled into them.)
+    let t = if layout == Rowwise::Int4 {
+        t.mapv(|v| v / 1024.0)
+    } else {
+        t.clone()
+    };
+    let q = layout.quantize(&t).unwrap();
+    let whole = QTable::new(&q, layout).unwrap();
+    let deq = layout.dequantize(&q).unwrap();
+    let mine = q.slice_axis(Axis(0), rows.range(me).into()).to_owned();
+    let table = ShardedTable::new(world, QTable::new(&mine, layout).unwrap(), rows.clone()).unwrap();
+    assert_eq!(table.shape(), &[t.nrows(), w]);
+    let label = format!("seed {seed} ranks {ranks} {layout:?}");
+    assert_eq!(
+        bits(&table.gather(&b.ids).unwrap()),
+        bits(&whole.gather(&b.ids).unwrap()),
+        "{label}: gather"
+    );
+    let plan = table.plan(&b.ids, b.segments()).unwrap();
+    for pooling in [
+        Pooling::Sum,
+        Pooling::Mean,
+        Pooling::Max,
+        Pooling::Min,
+        Pooling::Prod,
+    ] {
+        let got = table.gather_reduce(&b.ids, b.segments(), pooling).unwrap();
+        assert_eq!(
+            bits(&plan.apply(&table, pooling).unwrap()),
+            bits(&got),
+            "{label} {pooling:?}: plan"
+        );
+        let single = whole.gather_reduce(&b.ids, b.segments(), pooling).unwrap();
+        if ranks == 1 || matches!(pooling, Pooling::Max | Pooling::Min) {
+            assert_eq!(
+                bits(&got),
+                bits(&single),
+                "{label} {pooling:?}: the single-process bits"
+            );
+        } else if pooling != Pooling::Prod {
+            // (Each position rounds at its row's magnitude, its bias and range: FBGEMM adds
+            // `w * bias` to the sum before the fma.)
+            let naive = two_level(&deq, rows, b, pooling, false, None, 0.0);
+            let row_max = deq.map_axis(Axis(1), |r| r.iter().fold(0.0f32, |m, v| m.max(v.abs())));
+            let mags = Array2::from_shape_fn(deq.dim(), |(r, _)| row_max[r]);
+            let scale = two_level(&mags, rows, b, Pooling::Sum, false, None, 0.0);
+            for ((g, n), s) in got.iter().zip(&naive).zip(&scale) {
+                assert!(
+                    (g - n).abs() <= 1e-6 * s + 1e-6,
+                    "{label} {pooling:?}: {g} against {n}"
+                );
+            }
+        }
+        if matches!(pooling, Pooling::Max | Pooling::Min) {
+            let (m, arg) = table.gather_reduce_arg(&b.ids, b.segments(), pooling).unwrap();
+            let (m1, arg1) = whole.gather_reduce_arg(&b.ids, b.segments(), pooling).unwrap();
+            assert_eq!((bits(&m), arg), (bits(&m1), arg1), "{label} {pooling:?}: arg");
+        }
     }
 }

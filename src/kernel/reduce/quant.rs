@@ -82,7 +82,7 @@ impl<const BITS: usize> QRow<'_, BITS> {
                 .iter()
                 .enumerate()
                 .for_each(|(k, &q)| f(k, f32::from(q)));
-        } else if c % per == 0 && n % per == 0 {
+        } else if c.is_multiple_of(per) && n.is_multiple_of(per) {
             for (i, &b) in row[c / per..(c + n) / per].iter().enumerate() {
                 for s in 0..per {
                     f(i * per + s, f32::from((b >> (s * BITS)) & mask));
