@@ -383,6 +383,43 @@ pub enum GatherError {
         rank: usize,
     },
 
+    /// A collection's call does not fit the collection (`bags::Collection`, decision 50):
+    /// the tables' count or shapes, a feature's table, the batch's features or weights.
+    #[error("{op}: {detail}")]
+    Collection {
+        /// The method that was called.
+        op: &'static str,
+        /// What does not fit, with the values.
+        detail: String,
+    },
+
+    /// One feature of a collection's call failed as its single call would
+    /// (`bags::Collection`, decision 50): the feature, its table and that call's error.
+    ///
+    /// ```
+    /// use ndarray::Array2;
+    /// use ndarray_gather::bags::{Collection, Jagged};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let t = Array2::<f32>::zeros((4, 2));
+    /// let model = Collection::new().table(4, 2).feature(0, Pooling::Sum);
+    /// let batch = Jagged::lengths(&[1_i64, 7], &[2_i64], 1)?;
+    /// let e = model.gather_reduce(&[t.view()], &batch).unwrap_err();
+    /// assert!(e.to_string().starts_with("Collection::gather_reduce: feature 0 (table 0): gather_reduce: index 7"));
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    #[error("{op}: feature {feature} (table {table}): {source}")]
+    Feature {
+        /// The method that was called.
+        op: &'static str,
+        /// The feature.
+        feature: usize,
+        /// Its table.
+        table: usize,
+        /// Its single call's error.
+        source: Box<GatherError>,
+    },
+
     /// A sharded table's row bounds are not `R + 1` bounds from 0, never decreasing, or
     /// disagree between ranks or with the table (feature `mpi`): the bound at fault.
     ///

@@ -98,6 +98,7 @@
 
 mod aligned;
 mod axis;
+pub mod bags;
 mod call;
 mod error;
 mod ext;

@@ -2,6 +2,7 @@
 //! (the scatters are `tests/scatter.rs`, so that the two compile in parallel).
 
 mod axes;
+mod bags;
 mod bounds;
 mod docs;
 mod errors;

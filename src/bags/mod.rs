@@ -1,0 +1,492 @@
+//! Many features in one call (decisions 49-51): a [`Collection`] of tables and the
+//! features that read them, as TorchRec's `EmbeddingBagCollection`, and a [`Jagged`]
+//! batch of ids, as its `KeyedJaggedTensor`. Feature `f`'s pooled rows fill columns
+//! `Σ_{g<f} D_g ..` of a `[B, Σ D_f]` output (TorchRec's `KeyedTensor`), each bit for bit
+//! the single [`gather_reduce`](crate::GatherReduceExt::gather_reduce) of its ids, its
+//! `Segments::lengths` and its pooling. Tables may be `f32` views and
+//! [`QTable`](crate::quant::QTable)s, mixed ([`Table`]).
+//!
+//! ```
+//! use ndarray::{Array2, array};
+//! use ndarray_gather::bags::{Collection, Jagged};
+//! use ndarray_gather::prelude::*;
+//!
+//! let (t0, t1) = (Array2::from_elem((10, 2), 1.0f32), Array2::from_elem((5, 3), 2.0f32));
+//! let model = Collection::new().table(10, 2).table(5, 3).feature(0, Pooling::Sum).feature(1, Pooling::Mean);
+//! // Two samples; feature 0's bags hold 2 and 1 ids, feature 1's 0 and 3 (feature-major).
+//! let batch = Jagged::lengths(&[3_i64, 9, 0, 4, 4, 1], &[2_i64, 1, 0, 3], 2)?;
+//! let out = model.gather_reduce(&[t0.view(), t1.view()], &batch)?;
+//! assert_eq!(out, array![[2.0, 2.0, 0.0, 0.0, 0.0], [1.0, 1.0, 2.0, 2.0, 2.0]]);
+//! # Ok::<(), GatherError>(())
+//! ```
+
+use ndarray::{Array2, ArrayRef, ArrayView1, ArrayView2, AsArray, Ix1, Ix2, s};
+
+use crate::call::reduce::{Out, check_pool, gather_reduce, resolve_rows};
+use crate::call::zeros;
+use crate::error::GatherError;
+use crate::index::GatherIndex;
+use crate::pool::{IntoPool, Pool};
+use crate::quant::QTable;
+use crate::segments::Segments;
+
+/// One table of a collection's call: an `f32` view or a [`QTable`] (decision 49). A slice
+/// of views (`&[t0.view(), t1.view()]`) converts itself; mixed kinds convert each:
+/// `&[Table::from(t0.view()), Table::from(qt1)]`.
+#[derive(Debug, Clone, Copy)]
+pub enum Table<'a> {
+    /// Rows of `f32`.
+    F32(ArrayView2<'a, f32>),
+    /// Quantized or half-float rows.
+    Quantized(QTable<'a>),
+}
+
+impl<'a> From<ArrayView2<'a, f32>> for Table<'a> {
+    fn from(t: ArrayView2<'a, f32>) -> Self {
+        Table::F32(t)
+    }
+}
+
+impl<'a> From<&'a Array2<f32>> for Table<'a> {
+    fn from(t: &'a Array2<f32>) -> Self {
+        Table::F32(t.view())
+    }
+}
+
+impl<'a> From<QTable<'a>> for Table<'a> {
+    fn from(t: QTable<'a>) -> Self {
+        Table::Quantized(t)
+    }
+}
+
+impl Table<'_> {
+    /// `(rows, width)`.
+    fn dim(&self) -> (usize, usize) {
+        match self {
+            Table::F32(t) => t.dim(),
+            Table::Quantized(q) => q.dim(),
+        }
+    }
+}
+
+/// A feature: the table it reads, its pooling, and whether the batch's weights weigh it.
+#[derive(Debug, Clone)]
+struct Feature {
+    table: usize,
+    pool: Pool<'static, f32>,
+    weighted: bool,
+}
+
+/// Tables as `(rows, width)` and the features that read them, each with its pooling
+/// (TorchRec's `EmbeddingBagCollection`: decision 49). `Clone + Send + Sync`; built once,
+/// called per batch.
+///
+/// ```
+/// use ndarray_gather::bags::Collection;
+/// use ndarray_gather::prelude::*;
+///
+/// let model = Collection::new()
+///     .table(1_000, 8).table(50, 4)
+///     .feature(0, Pooling::Sum).feature(1, Pooling::Mean).feature(1, Pooling::Sum.skip(-1))
+///     .weighted_feature(0, Pooling::Sum);
+/// assert_eq!((model.features(), model.width()), (4, 8 + 4 + 4 + 8));
+/// ```
+#[doc(alias = "EmbeddingBagCollection")]
+#[derive(Debug, Clone, Default)]
+pub struct Collection {
+    tables: Vec<(usize, usize)>,
+    features: Vec<Feature>,
+}
+
+impl Collection {
+    /// No tables, no features.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds table `t` (the next number, from 0) of `rows` rows of `width` values.
+    pub fn table(mut self, rows: usize, width: usize) -> Self {
+        self.tables.push((rows, width));
+        self
+    }
+
+    /// Adds a feature reading table `table` pooled with `pool` (`Pooling::Sum`,
+    /// `Pooling::Mean.skip(-1)`, `.fill(x)`; weights come from the batch: see
+    /// [`weighted_feature`](Self::weighted_feature)).
+    pub fn feature(self, table: usize, pool: impl IntoPool<'static, f32>) -> Self {
+        self.add(table, pool.into_pool(), false)
+    }
+
+    /// Adds a feature whose ids are weighted by the batch's per-id weights
+    /// ([`Jagged::weighted`]), as TorchRec's weighted features.
+    pub fn weighted_feature(self, table: usize, pool: impl IntoPool<'static, f32>) -> Self {
+        self.add(table, pool.into_pool(), true)
+    }
+
+    fn add(mut self, table: usize, pool: Pool<'static, f32>, weighted: bool) -> Self {
+        self.features.push(Feature {
+            table,
+            pool,
+            weighted,
+        });
+        self
+    }
+
+    /// The number of features.
+    pub fn features(&self) -> usize {
+        self.features.len()
+    }
+
+    /// The output's columns: `Σ D_f`, each feature's table's width.
+    pub fn width(&self) -> usize {
+        self.features
+            .iter()
+            .map(|f| self.tables.get(f.table).map_or(0, |t| t.1))
+            .sum()
+    }
+
+    /// Every feature's pooled rows side by side: `[B, Σ D_f]`, feature `f` in columns
+    /// `Σ_{g<f} D_g ..` (TorchRec's `KeyedTensor` order), each bit for bit the single
+    /// `gather_reduce` of its ids, `Segments::lengths` and pooling (a weighted feature with
+    /// the batch's weights of its ids).
+    ///
+    /// # Errors
+    /// Before anything is written: [`Collection`](GatherError::Collection) for a table
+    /// list of the wrong length or shapes, a feature of a table that is not there, a batch
+    /// of another number of features, a weighted feature in a batch without weights;
+    /// [`Feature`](GatherError::Feature) naming the feature, its table and the single
+    /// call's error (an index out of range, a pooling's).
+    pub fn gather_reduce<'t, T, I, J>(
+        &self,
+        tables: &[T],
+        batch: &Jagged<'_, I, J>,
+    ) -> Result<Array2<f32>, GatherError>
+    where
+        T: Into<Table<'t>> + Copy,
+        I: GatherIndex,
+        J: GatherIndex,
+    {
+        const OP: &str = "Collection::gather_reduce";
+        let tables: Vec<Table<'t>> = tables.iter().map(|&t| t.into()).collect();
+        self.check(OP, &tables, batch)?;
+        let mut out = zeros::<f32, _>(OP, Ix2(batch.batch, self.width()))?;
+        self.run(OP, &tables, batch, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`gather_reduce`](Self::gather_reduce) into `out` (`[B, Σ D_f]`, any layout). On
+    /// `Err`, `out` is unchanged.
+    ///
+    /// # Errors
+    /// As `gather_reduce`, and [`OutputShape`](GatherError::OutputShape).
+    pub fn gather_reduce_into<'t, T, I, J>(
+        &self,
+        tables: &[T],
+        batch: &Jagged<'_, I, J>,
+        out: &mut ArrayRef<f32, Ix2>,
+    ) -> Result<(), GatherError>
+    where
+        T: Into<Table<'t>> + Copy,
+        I: GatherIndex,
+        J: GatherIndex,
+    {
+        const OP: &str = "Collection::gather_reduce_into";
+        let tables: Vec<Table<'t>> = tables.iter().map(|&t| t.into()).collect();
+        self.check(OP, &tables, batch)?;
+        let expected = [batch.batch, self.width()];
+        if out.shape() != expected {
+            return Err(GatherError::OutputShape {
+                op: OP,
+                expected: expected.to_vec(),
+                found: out.shape().to_vec(),
+            });
+        }
+        self.run(OP, &tables, batch, out)
+    }
+
+    /// Every check of a call (decision 50), before anything is written.
+    fn check<I: GatherIndex, J: GatherIndex>(
+        &self,
+        op: &'static str,
+        tables: &[Table<'_>],
+        batch: &Jagged<'_, I, J>,
+    ) -> Result<(), GatherError> {
+        let refuse = |detail: String| Err(GatherError::Collection { op, detail });
+        if tables.len() != self.tables.len() {
+            return refuse(format!(
+                "{} tables given, but the collection has {}",
+                tables.len(),
+                self.tables.len()
+            ));
+        }
+        for (t, (given, &want)) in tables.iter().zip(&self.tables).enumerate() {
+            if given.dim() != want {
+                return refuse(format!(
+                    "table {t} has shape {:?}, but the collection declared {want:?}",
+                    given.dim()
+                ));
+            }
+        }
+        if let Some(w) = batch.weights.filter(|w| w.len() != batch.values.len()) {
+            return Err(GatherError::Weights {
+                op,
+                len: w.len(),
+                positions: batch.values.len(),
+            });
+        }
+        // (A batch of no samples has no bags: it fits every collection.)
+        if batch.batch > 0 && batch.features() != self.features.len() {
+            return refuse(format!(
+                "the batch has {} features ({} lengths of batch size {}), but the collection has {}",
+                batch.features(),
+                batch.offsets.len() - 1,
+                batch.batch,
+                self.features.len()
+            ));
+        }
+        for (f, feature) in self.features.iter().enumerate() {
+            let t = feature.table;
+            if t >= self.tables.len() {
+                return refuse(format!(
+                    "feature {f} reads table {t}, but there are {} tables",
+                    self.tables.len()
+                ));
+            }
+            if feature.pool.weights.is_some() {
+                return refuse(format!(
+                    "feature {f}'s pool has weights: a collection's weights come from the batch (weighted_feature, Jagged::weighted)"
+                ));
+            }
+            if feature.weighted && batch.weights.is_none() {
+                return refuse(format!(
+                    "feature {f} is weighted, but the batch has no weights (Jagged::weighted)"
+                ));
+            }
+            let named = |source: GatherError| GatherError::Feature {
+                op,
+                feature: f,
+                table: t,
+                source: Box::new(source),
+            };
+            let (ids, pool) = batch.feature(f, feature);
+            let positions = ids.len();
+            check_pool(FEATURE_OP, &pool, positions, false).map_err(named)?;
+            resolve_rows(FEATURE_OP, &ids, 0, self.tables[t].0, pool.skip).map_err(named)?;
+        }
+        Ok(())
+    }
+
+    /// Each feature into its columns of `out` (checked).
+    fn run<I: GatherIndex, J: GatherIndex>(
+        &self,
+        op: &'static str,
+        tables: &[Table<'_>],
+        batch: &Jagged<'_, I, J>,
+        out: &mut ArrayRef<f32, Ix2>,
+    ) -> Result<(), GatherError> {
+        let mut at = 0;
+        for (f, feature) in self.features.iter().enumerate() {
+            let t = feature.table;
+            let d = self.tables[t].1;
+            let (ids, pool) = batch.feature(f, feature);
+            let bounds: Vec<usize> = batch.offsets[f * batch.batch..=(f + 1) * batch.batch]
+                .iter()
+                .map(|&o| o - batch.offsets[f * batch.batch])
+                .collect();
+            let segments = Segments::indptr(&bounds);
+            let mut cols = out.slice_mut(s![.., at..at + d]);
+            let into = Out::Into(&mut cols);
+            let done = match &tables[t] {
+                Table::F32(x) => gather_reduce(FEATURE_OP, x, &ids, &segments, 0, pool, into),
+                Table::Quantized(q) => gather_reduce(FEATURE_OP, q, &ids, &segments, 0, pool, into),
+            };
+            done.map_err(|source| GatherError::Feature {
+                op,
+                feature: f,
+                table: t,
+                source: Box::new(source),
+            })?;
+            at += d;
+        }
+        Ok(())
+    }
+}
+
+/// The single call a feature's error names.
+const FEATURE_OP: &str = "gather_reduce";
+
+/// A batch of ids for a collection, feature-major (TorchRec's `KeyedJaggedTensor`): the
+/// ids `values` of every (feature, sample) bag in order, bag `f * B + b` holding
+/// `lengths[f * B + b]` of them, and optional per-id weights.
+///
+/// ```
+/// use ndarray_gather::bags::Jagged;
+///
+/// let batch = Jagged::offsets(&[3_i64, 9, 0, 4], &[0_i64, 2, 3, 3, 4], 2)?; // 2 features, B = 2
+/// assert_eq!((batch.features(), batch.batch()), (2, 2));
+/// let e = Jagged::lengths(&[3_i64, 9], &[1_i64, 2], 2).unwrap_err();
+/// assert!(e.to_string().contains("sum to 3, but there are 2 values"));
+/// # Ok::<(), ndarray_gather::GatherError>(())
+/// ```
+#[doc(alias = "KeyedJaggedTensor")]
+#[derive(Debug, Clone)]
+pub struct Jagged<'a, I, J = I> {
+    values: ArrayView1<'a, I>,
+    /// `F * B + 1` offsets into `values`, from 0.
+    offsets: Vec<usize>,
+    batch: usize,
+    weights: Option<&'a [f32]>,
+    kind: std::marker::PhantomData<J>,
+}
+
+impl<'a, I: GatherIndex, J: GatherIndex> Jagged<'a, I, J> {
+    /// `F * B` lengths (feature-major) of a batch of `batch` samples.
+    ///
+    /// # Errors
+    /// [`Segments`](GatherError::Segments) for a negative length, lengths that do not sum
+    /// to the values, or a batch size that does not divide them.
+    pub fn lengths(
+        values: impl AsArray<'a, I, Ix1>,
+        lengths: impl AsArray<'a, J, Ix1>,
+        batch: usize,
+    ) -> Result<Self, GatherError> {
+        const OP: &str = "Jagged::lengths";
+        let (values, lengths) = (values.into(), lengths.into());
+        let mut offsets = Vec::with_capacity(lengths.len() + 1);
+        offsets.push(0usize);
+        for (e, &l) in lengths.iter().enumerate() {
+            let v = l.to_i128();
+            if v < 0 {
+                return Err(bad(OP, "lengths", e, v, "a length is at least 0".into()));
+            }
+            offsets.push(offsets[e].saturating_add(v as usize));
+        }
+        let total = offsets[lengths.len()];
+        if total != values.len() {
+            return Err(bad(
+                OP,
+                "lengths",
+                lengths.len().saturating_sub(1),
+                lengths.last().map_or(0, |l| l.to_i128()),
+                format!(
+                    "the lengths sum to {total}, but there are {} values",
+                    values.len()
+                ),
+            ));
+        }
+        Self::batched(OP, "lengths", values, offsets, batch)
+    }
+
+    /// `F * B + 1` offsets (feature-major, from 0 to the number of values) of a batch of
+    /// `batch` samples.
+    ///
+    /// # Errors
+    /// [`Segments`](GatherError::Segments) for offsets that do not start at 0, decrease,
+    /// or end elsewhere than the number of values, or a batch size that does not divide
+    /// their bags.
+    pub fn offsets(
+        values: impl AsArray<'a, I, Ix1>,
+        offsets: impl AsArray<'a, J, Ix1>,
+        batch: usize,
+    ) -> Result<Self, GatherError> {
+        const OP: &str = "Jagged::offsets";
+        let (values, offsets) = (values.into(), offsets.into());
+        let n = values.len() as i128;
+        let mut checked = Vec::with_capacity(offsets.len());
+        for (e, &o) in offsets.iter().enumerate() {
+            let v = o.to_i128();
+            let before = checked.last().map_or(0, |&p: &usize| p as i128);
+            let last = e + 1 == offsets.len();
+            if (e == 0 && v != 0) || v < before || v > n || (last && v != n) {
+                let detail = match (e, last) {
+                    (0, _) if v != 0 => "the first offset is 0".to_string(),
+                    (_, true) if v != n => format!("the last offset is the number of values, {n}"),
+                    _ if v < before => format!("offsets do not decrease (the one before is {before})"),
+                    _ => format!("an offset is at most the number of values, {n}"),
+                };
+                return Err(bad(OP, "offsets", e, v, detail));
+            }
+            checked.push(v as usize);
+        }
+        if checked.is_empty() {
+            return Err(bad(
+                OP,
+                "offsets",
+                0,
+                0,
+                "there is at least one offset (0)".into(),
+            ));
+        }
+        Self::batched(OP, "offsets", values, checked, batch)
+    }
+
+    fn batched(
+        op: &'static str,
+        kind: &'static str,
+        values: ArrayView1<'a, I>,
+        offsets: Vec<usize>,
+        batch: usize,
+    ) -> Result<Self, GatherError> {
+        let bags = offsets.len() - 1;
+        if (batch == 0 && bags > 0) || (batch > 0 && !bags.is_multiple_of(batch)) {
+            return Err(bad(
+                op,
+                kind,
+                bags,
+                batch as i128,
+                format!("the batch size {batch} divides the {bags} bags into features"),
+            ));
+        }
+        Ok(Jagged {
+            values,
+            offsets,
+            batch,
+            weights: None,
+            kind: std::marker::PhantomData,
+        })
+    }
+
+    /// The batch with per-id weights `weights` (one per value: a call checks the count),
+    /// for the collection's weighted features.
+    pub fn weighted(mut self, weights: &'a [f32]) -> Self {
+        self.weights = Some(weights);
+        self
+    }
+
+    /// The number of features: bags / batch (0 for a batch of no samples, which fits every
+    /// collection).
+    pub fn features(&self) -> usize {
+        (self.offsets.len() - 1).checked_div(self.batch).unwrap_or(0)
+    }
+
+    /// The batch size `B`.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Feature `f`'s ids and its pool (with its weights where it is weighted).
+    fn feature(&self, f: usize, feature: &Feature) -> (ArrayView1<'a, I>, Pool<'a, f32>) {
+        let range = self.offsets[f * self.batch]..self.offsets[(f + 1) * self.batch];
+        let p = &feature.pool;
+        let pool = Pool {
+            pooling: p.pooling,
+            weights: match (feature.weighted, self.weights) {
+                (true, Some(w)) => Some(ArrayView1::from(&w[range.clone()])),
+                _ => None,
+            },
+            skip: p.skip,
+            fill: p.fill,
+        };
+        (self.values.slice_move(s![range]), pool)
+    }
+}
+
+fn bad(op: &'static str, kind: &'static str, entry: usize, value: i128, detail: String) -> GatherError {
+    GatherError::Segments {
+        op,
+        kind,
+        entry,
+        value,
+        detail,
+    }
+}
