@@ -4,7 +4,7 @@
 //! `Σ_{g<f} D_g ..` of a `[B, Σ D_f]` output (TorchRec's `KeyedTensor`), each bit for bit
 //! the single [`gather_reduce`](crate::GatherReduceExt::gather_reduce) of its ids, its
 //! `Segments::lengths` and its pooling. Tables may be `f32` views and
-//! [`QTable`](crate::quant::QTable)s, mixed ([`Table`]).
+//! [`QTable`]s, mixed ([`Table`]).
 //!
 //! ```
 //! use ndarray::{Array2, array};
