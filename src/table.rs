@@ -7,6 +7,8 @@
 // the crate implements or calls them.
 #![allow(private_interfaces, private_bounds)]
 
+use std::ops::Range;
+
 use ndarray::{ArrayBase, ArrayD, ArrayRef, Data, Dimension};
 
 use crate::error::GatherError;
@@ -14,7 +16,7 @@ use crate::ext::GatherExt;
 use crate::index::GatherIndex;
 
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Entries, Geometry, Pooler, sorted};
+use crate::kernel::reduce::{Entries, Geometry, Pooler, sorted, walk_input};
 use crate::plan::reduce::{ahead, row_loops};
 use crate::pool::PoolElement;
 
@@ -79,6 +81,19 @@ pub trait PoolTable<A, D>: Sealed {
         jobs: usize,
     ) -> Result<(), BadIndex>;
 
+    /// Builds the segments `segs` of `e` into `g` (this table's geometry) on this thread.
+    ///
+    /// # Safety
+    /// No other thread builds any of `segs` of `g`'s output meanwhile.
+    #[doc(hidden)]
+    unsafe fn walk<E: Entries>(
+        &self,
+        g: &Geometry<A>,
+        e: &E,
+        p: &Pooler<'_, A>,
+        segs: Range<usize>,
+    ) -> Result<(), BadIndex>;
+
     /// The rows at `indices` along axis 0 (a sharded table's owners send them).
     #[doc(hidden)]
     fn gather_rows<I: GatherIndex, E: Dimension>(
@@ -134,6 +149,17 @@ impl<A: PoolElement, D: Dimension> PoolTable<A, D> for ArrayRef<A, D> {
         sorted(g, e, p, jobs)
     }
 
+    unsafe fn walk<E: Entries>(
+        &self,
+        g: &Geometry<A>,
+        e: &E,
+        p: &Pooler<'_, A>,
+        segs: Range<usize>,
+    ) -> Result<(), BadIndex> {
+        // SAFETY: the caller's.
+        unsafe { walk_input(g, e, p, segs) }
+    }
+
     fn gather_rows<I: GatherIndex, E: Dimension>(
         &self,
         indices: &ArrayRef<I, E>,
@@ -167,6 +193,17 @@ impl<A: PoolElement, S: Data<Elem = A>, D: Dimension> PoolTable<A, D> for ArrayB
         jobs: usize,
     ) -> Result<(), BadIndex> {
         sorted(g, e, p, jobs)
+    }
+
+    unsafe fn walk<E: Entries>(
+        &self,
+        g: &Geometry<A>,
+        e: &E,
+        p: &Pooler<'_, A>,
+        segs: Range<usize>,
+    ) -> Result<(), BadIndex> {
+        // SAFETY: the caller's.
+        unsafe { walk_input(g, e, p, segs) }
     }
 
     fn gather_rows<I: GatherIndex, E: Dimension>(

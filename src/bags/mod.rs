@@ -22,13 +22,21 @@
 
 use ndarray::{Array2, ArrayRef, ArrayView1, ArrayView2, AsArray, Ix1, Ix2, s};
 
-use crate::call::reduce::{Out, check_pool, gather_reduce, resolve_rows};
+use std::ops::Range;
+
+use crate::call::reduce::{Rows, check_pool, resolve_rows, with_rows};
 use crate::call::zeros;
-use crate::error::GatherError;
+use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
+use crate::kernel::BadIndex;
+use crate::kernel::reduce::{Geometry, Pooler, Positions};
+use crate::kernel::schedule::run_jobs;
+use crate::plan::reduce::jobs as reduce_jobs;
+use crate::plan::worth_parallel;
 use crate::pool::{IntoPool, Pool};
 use crate::quant::QTable;
-use crate::segments::Segments;
+use crate::segments::Bounds;
+use crate::table::PoolTable;
 
 /// One table of a collection's call: an `f32` view or a [`QTable`] (decision 49). A slice
 /// of views (`&[t0.view(), t1.view()]`) converts itself; mixed kinds convert each:
@@ -168,9 +176,9 @@ impl Collection {
     {
         const OP: &str = "Collection::gather_reduce";
         let tables: Vec<Table<'t>> = tables.iter().map(|&t| t.into()).collect();
-        self.check(OP, &tables, batch)?;
+        let rows = self.check(OP, &tables, batch)?;
         let mut out = zeros::<f32, _>(OP, Ix2(batch.batch, self.width()))?;
-        self.run(OP, &tables, batch, &mut out)?;
+        self.run(OP, &tables, batch, &rows, &mut out)?;
         Ok(out)
     }
 
@@ -192,7 +200,7 @@ impl Collection {
     {
         const OP: &str = "Collection::gather_reduce_into";
         let tables: Vec<Table<'t>> = tables.iter().map(|&t| t.into()).collect();
-        self.check(OP, &tables, batch)?;
+        let rows = self.check(OP, &tables, batch)?;
         let expected = [batch.batch, self.width()];
         if out.shape() != expected {
             return Err(GatherError::OutputShape {
@@ -201,7 +209,7 @@ impl Collection {
                 found: out.shape().to_vec(),
             });
         }
-        self.run(OP, &tables, batch, out)
+        self.run(OP, &tables, batch, &rows, out)
     }
 
     /// Every check of a call (decision 50), before anything is written.
@@ -210,7 +218,7 @@ impl Collection {
         op: &'static str,
         tables: &[Table<'_>],
         batch: &Jagged<'_, I, J>,
-    ) -> Result<(), GatherError> {
+    ) -> Result<Vec<Rows>, GatherError> {
         let refuse = |detail: String| Err(GatherError::Collection { op, detail });
         if tables.len() != self.tables.len() {
             return refuse(format!(
@@ -244,6 +252,7 @@ impl Collection {
                 self.features.len()
             ));
         }
+        let mut resolved = Vec::with_capacity(self.features.len());
         for (f, feature) in self.features.iter().enumerate() {
             let t = feature.table;
             if t >= self.tables.len() {
@@ -271,44 +280,113 @@ impl Collection {
             let (ids, pool) = batch.feature(f, feature);
             let positions = ids.len();
             check_pool(FEATURE_OP, &pool, positions, false).map_err(named)?;
-            resolve_rows(FEATURE_OP, &ids, 0, self.tables[t].0, pool.skip).map_err(named)?;
+            resolved.push(resolve_rows(FEATURE_OP, &ids, 0, self.tables[t].0, pool.skip).map_err(named)?);
         }
-        Ok(())
+        Ok(resolved)
     }
 
-    /// Each feature into its columns of `out` (checked).
+    /// Every feature into its columns of `out`, its ids resolved into `rows` (checked): one
+    /// schedule over all features, each feature's segments in chunks of about a job's
+    /// bytes, claimed by the calling thread and the pool's (decision 51: each segment is
+    /// built by one thread in position order, as its single call builds it).
     fn run<I: GatherIndex, J: GatherIndex>(
         &self,
         op: &'static str,
         tables: &[Table<'_>],
         batch: &Jagged<'_, I, J>,
+        rows: &[Rows],
         out: &mut ArrayRef<f32, Ix2>,
     ) -> Result<(), GatherError> {
+        if out.is_empty() {
+            return Ok(());
+        }
+        if out.ncols() > 1 && out.strides()[1] != 1 {
+            // (The walks write rows that are single runs.)
+            let mut fresh = zeros::<f32, _>(op, out.raw_dim())?;
+            self.run(op, tables, batch, rows, &mut fresh)?;
+            out.assign(&fresh);
+            return Ok(());
+        }
+        let b = batch.batch;
+        let mut parts = Vec::with_capacity(self.features.len());
         let mut at = 0;
         for (f, feature) in self.features.iter().enumerate() {
-            let t = feature.table;
-            let d = self.tables[t].1;
+            let d = self.tables[feature.table].1;
             let (ids, pool) = batch.feature(f, feature);
-            let bounds: Vec<usize> = batch.offsets[f * batch.batch..=(f + 1) * batch.batch]
+            let base = batch.offsets[f * b];
+            let bounds = batch.offsets[f * b..=(f + 1) * b]
                 .iter()
-                .map(|&o| o - batch.offsets[f * batch.batch])
+                .map(|&o| o - base)
                 .collect();
-            let segments = Segments::indptr(&bounds);
             let mut cols = out.slice_mut(s![.., at..at + d]);
-            let into = Out::Into(&mut cols);
-            let done = match &tables[t] {
-                Table::F32(x) => gather_reduce(FEATURE_OP, x, &ids, &segments, 0, pool, into),
-                Table::Quantized(q) => gather_reduce(FEATURE_OP, q, &ids, &segments, 0, pool, into),
+            // Each feature's geometry: its table's rows into its own columns (distinct
+            // features' columns share no element).
+            let g = match &tables[feature.table] {
+                Table::F32(x) => x.geometry(0, &mut cols, std::ptr::null_mut(), b),
+                Table::Quantized(q) => PoolTable::geometry(q, 0, &mut cols, std::ptr::null_mut(), b),
             };
-            done.map_err(|source| GatherError::Feature {
-                op,
-                feature: f,
-                table: t,
-                source: Box::new(source),
-            })?;
+            parts.push(Part {
+                g,
+                bounds: Bounds::Owned(bounds),
+                pooler: Pooler::of(pool, ids.len()),
+                positions: ids.len(),
+                bytes: ids.len().saturating_mul(d * size_of::<f32>()),
+            });
             at += d;
         }
-        Ok(())
+        let mut jobs: Vec<(usize, Range<usize>)> = Vec::new();
+        for (f, part) in parts.iter().enumerate() {
+            let per = b.div_ceil(reduce_jobs(part.bytes, b)).max(1);
+            jobs.extend((0..b).step_by(per).map(|c| (f, c..(c + per).min(b))));
+        }
+        let walk = |i: usize| {
+            let (f, segs) = jobs[i].clone();
+            let (part, rows) = (&parts[f], &rows[f]);
+            // SAFETY: the jobs' segments are disjoint: each feature's chunks split its
+            // segments, and each feature writes its own columns.
+            unsafe {
+                match &tables[self.features[f].table] {
+                    Table::F32(x) => part.walk(x, rows, segs),
+                    Table::Quantized(q) => part.walk(q, rows, segs),
+                }
+            }
+        };
+        let total = parts.iter().fold(0usize, |t, p| t.saturating_add(p.bytes));
+        let done = if jobs.len() <= 1 || !worth_parallel(total) {
+            (0..jobs.len()).try_for_each(walk)
+        } else {
+            run_jobs(jobs.len(), false, walk).finish()
+        };
+        done.map_err(|BadIndex| internal(op, "an index out of range after the check"))
+    }
+}
+
+/// One feature of a call, ready to walk: its geometry (its table's rows into its columns),
+/// its bags' bounds, pooler and bytes.
+struct Part<'w> {
+    g: Geometry<f32>,
+    bounds: Bounds<'static, usize>,
+    pooler: Pooler<'w, f32>,
+    positions: usize,
+    bytes: usize,
+}
+
+impl Part<'_> {
+    /// Builds segments `segs` of this feature from table `x`, rows `rows`.
+    ///
+    /// # Safety
+    /// No other thread builds any of `segs` of this feature meanwhile.
+    unsafe fn walk<X: PoolTable<f32, Ix2>>(
+        &self,
+        x: &X,
+        rows: &Rows,
+        segs: Range<usize>,
+    ) -> Result<(), BadIndex> {
+        with_rows!(rows, r => {
+            let e = Positions { rows: r, bounds: &self.bounds, len: self.positions };
+            // SAFETY: the caller's.
+            unsafe { x.walk(&self.g, &e, &self.pooler, segs) }
+        })
     }
 }
 

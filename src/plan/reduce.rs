@@ -87,7 +87,7 @@ impl ReduceWalk {
 /// How many jobs a gather-reduce by sorted segments runs in, gathering `bytes` bytes into
 /// `segments` segments: one (the calling thread) when small, else jobs of about
 /// [`REDUCE_JOB_BYTES`], at least two per thread.
-fn jobs(bytes: usize, segments: usize) -> usize {
+pub(crate) fn jobs(bytes: usize, segments: usize) -> usize {
     if !worth_parallel(bytes) {
         return 1;
     }

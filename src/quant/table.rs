@@ -6,6 +6,7 @@
 #![allow(private_interfaces, private_bounds)]
 
 use std::borrow::Cow;
+use std::ops::Range;
 
 use ndarray::{Array, Array2, ArrayD, ArrayRef, ArrayView2, AsArray, Axis, Dimension, Ix2};
 
@@ -18,7 +19,9 @@ use crate::indices::IndexArray;
 use crate::kernel::BadIndex;
 #[cfg(feature = "half")]
 use crate::kernel::reduce::Halves;
-use crate::kernel::reduce::{Entries, Geometry, Pooler, QRow, Quantized, sorted_quantized};
+use crate::kernel::reduce::{
+    Entries, Geometry, Pooler, QRow, Quantized, RowSource, sorted_quantized, walk_segments,
+};
 use crate::plan::reduce::{Lane, ahead};
 use crate::pool::IntoPool;
 use crate::segments::Segments;
@@ -371,10 +374,35 @@ impl PoolTable<f32, Ix2> for QTable<'_> {
         p: &Pooler<'_, f32>,
         jobs: usize,
     ) -> Result<(), BadIndex> {
+        self.with_rows(Sorted { g, e, p, jobs })
+    }
+
+    unsafe fn walk<E: Entries>(
+        &self,
+        g: &Geometry<f32>,
+        e: &E,
+        p: &Pooler<'_, f32>,
+        segs: Range<usize>,
+    ) -> Result<(), BadIndex> {
+        // (The caller's contract is `Walk`'s.)
+        self.with_rows(Walk { g, e, p, segs })
+    }
+
+    fn gather_rows<I: GatherIndex, E: Dimension>(
+        &self,
+        indices: &ArrayRef<I, E>,
+    ) -> Result<ArrayD<f32>, GatherError> {
+        self.gather(indices).map(|g| g.into_dyn())
+    }
+}
+
+impl QTable<'_> {
+    /// `walk` with this table's rows as the kernel's row source: each row's bytes (or
+    /// half floats) read in place where a row is contiguous, else copied in order first.
+    fn with_rows(&self, walk: impl WithRows) -> Result<(), BadIndex> {
         let values = self.values;
         match self.rows {
             Stored::Rowwise(b, l) => {
-                // The walk reads each row's bytes as one run.
                 let copy;
                 let bytes = if b.ncols() <= 1 || b.strides()[1] == 1 {
                     b
@@ -386,33 +414,51 @@ impl PoolTable<f32, Ix2> for QTable<'_> {
                 // `strides()[0]` apart (the view's, whose width `new` checked).
                 let (base, stride) = (bytes.as_ptr(), bytes.strides()[0]);
                 match l {
-                    Rowwise::Int8 => {
-                        sorted_quantized(g, e, p, jobs, &Quantized::<8> { base, stride, values })
-                    }
-                    Rowwise::Int4 => {
-                        sorted_quantized(g, e, p, jobs, &Quantized::<4> { base, stride, values })
-                    }
-                    Rowwise::Int2 => {
-                        sorted_quantized(g, e, p, jobs, &Quantized::<2> { base, stride, values })
-                    }
+                    Rowwise::Int8 => walk.run(&Quantized::<8> { base, stride, values }),
+                    Rowwise::Int4 => walk.run(&Quantized::<4> { base, stride, values }),
+                    Rowwise::Int2 => walk.run(&Quantized::<2> { base, stride, values }),
                 }
             }
             #[cfg(feature = "half")]
-            Stored::F16(h) => {
-                halves::<_, false>(h, |h| h.to_bits(), |rows| sorted_quantized(g, e, p, jobs, rows))
-            }
+            Stored::F16(h) => halves::<_, false>(h, |h| h.to_bits(), |rows| walk.run(rows)),
             #[cfg(feature = "half")]
-            Stored::Bf16(h) => {
-                halves::<_, true>(h, |h| h.to_bits(), |rows| sorted_quantized(g, e, p, jobs, rows))
-            }
+            Stored::Bf16(h) => halves::<_, true>(h, |h| h.to_bits(), |rows| walk.run(rows)),
         }
     }
+}
 
-    fn gather_rows<I: GatherIndex, E: Dimension>(
-        &self,
-        indices: &ArrayRef<I, E>,
-    ) -> Result<ArrayD<f32>, GatherError> {
-        self.gather(indices).map(|g| g.into_dyn())
+/// What runs with a table's row source (a closure generic over the source's type).
+trait WithRows {
+    fn run<R: RowSource<f32>>(self, rows: &R) -> Result<(), BadIndex>;
+}
+
+/// A call's sorted walk, on the pool's threads.
+struct Sorted<'a, 'w, E> {
+    g: &'a Geometry<f32>,
+    e: &'a E,
+    p: &'a Pooler<'w, f32>,
+    jobs: usize,
+}
+
+impl<E: Entries> WithRows for Sorted<'_, '_, E> {
+    fn run<R: RowSource<f32>>(self, rows: &R) -> Result<(), BadIndex> {
+        sorted_quantized(self.g, self.e, self.p, self.jobs, rows)
+    }
+}
+
+/// One job's segments, on this thread (the contract of `walk_segments`: no other thread
+/// builds them meanwhile, `PoolTable::walk`'s caller's).
+struct Walk<'a, 'w, E> {
+    g: &'a Geometry<f32>,
+    e: &'a E,
+    p: &'a Pooler<'w, f32>,
+    segs: Range<usize>,
+}
+
+impl<E: Entries> WithRows for Walk<'_, '_, E> {
+    fn run<R: RowSource<f32>>(self, rows: &R) -> Result<(), BadIndex> {
+        // SAFETY: `PoolTable::walk`'s caller's contract, which is `walk_segments`'.
+        unsafe { walk_segments(self.g, self.e, self.p, self.segs, rows) }
     }
 }
 

@@ -160,7 +160,10 @@ fn a_collection_is_its_features_single_calls() {
             .unwrap()
             .weighted(&weights);
         assert_eq!(
-            collection.gather_reduce(&tables, &by_offsets).unwrap().mapv(f32::to_bits),
+            collection
+                .gather_reduce(&tables, &by_offsets)
+                .unwrap()
+                .mapv(f32::to_bits),
             got.mapv(f32::to_bits),
             "{what}: offsets"
         );

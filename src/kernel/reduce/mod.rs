@@ -255,6 +255,20 @@ pub(crate) fn sorted<A: PoolElement, E: Entries>(
     sorted_from(g, e, p, jobs, &runs::Input)
 }
 
+/// [`walk_segments`] with the geometry's own input rows.
+///
+/// # Safety
+/// As [`walk_segments`].
+pub(crate) unsafe fn walk_input<A: PoolElement, E: Entries>(
+    g: &Geometry<A>,
+    e: &E,
+    p: &Pooler<'_, A>,
+    segs: std::ops::Range<usize>,
+) -> Result<(), BadIndex> {
+    // SAFETY: the caller's.
+    unsafe { walk_segments(g, e, p, segs, &runs::Input) }
+}
+
 /// [`sorted`] with rows from a source of their own (quantized, half floats: `f32` output
 /// rows that are single runs, `Err` otherwise, which its caller's construction rules out).
 pub(crate) fn sorted_quantized<E: Entries, R: RowSource<f32>>(
@@ -279,30 +293,47 @@ fn sorted_from<A: PoolElement, E: Entries, R: RowSource<A>>(
     let n = g.segments;
     let per = n.div_ceil(jobs.max(1)).max(1);
     let chunks = n.div_ceil(per);
-    // (An argmax runs in `u32` there.)
-    let runs = g.runs() && (g.arg.is_null() || u32::try_from(p.positions).is_ok());
-    if !runs && !R::INPUT {
-        return Err(BadIndex);
-    }
-    let isa = if runs { Isa::detect() } else { Isa::Base };
-    let job = |c: usize| {
-        let segs = c * per..((c + 1) * per).min(n);
-        if runs {
-            // SAFETY: rows that are single runs, `isa` detected on this CPU, and this job
-            // alone builds these segments (below `segments`).
-            return unsafe { runs::dispatch(isa, g, p, &runs::Sorted { e, segs, rows }) };
-        }
-        for s in segs {
-            // SAFETY: `s < segments`, and this job alone builds segment `s`.
-            unsafe { segment(g, e, p, s)? };
-        }
-        Ok(())
-    };
+    // SAFETY: the chunks of segments are disjoint, one job each.
+    let job = |c: usize| unsafe { walk_segments(g, e, p, c * per..((c + 1) * per).min(n), rows) };
     if chunks <= 1 {
         (0..chunks).try_for_each(job)
     } else {
         run_jobs(chunks, false, job).finish()
     }
+}
+
+/// Builds the segments `segs` of `e` into `g`'s output on this thread, rows from `rows`
+/// (one job of a sorted walk: a call's, or a collection's schedule over its features).
+///
+/// # Safety
+/// No other thread builds any segment of `segs` of this output meanwhile.
+pub(crate) unsafe fn walk_segments<A: PoolElement, E: Entries, R: RowSource<A>>(
+    g: &Geometry<A>,
+    e: &E,
+    p: &Pooler<'_, A>,
+    segs: std::ops::Range<usize>,
+    rows: &R,
+) -> Result<(), BadIndex> {
+    // (An argmax runs in `u32` there.)
+    let runs = g.runs() && (g.arg.is_null() || u32::try_from(p.positions).is_ok());
+    if !runs && !R::INPUT {
+        return Err(BadIndex);
+    }
+    if segs.end > g.segments {
+        return Err(BadIndex);
+    }
+    if runs {
+        // SAFETY: rows that are single runs, the ISA detected on this CPU, and this job
+        // alone builds these segments (the caller's contract; below `segments`, checked
+        // above).
+        return unsafe { runs::dispatch(Isa::detect(), g, p, &runs::Sorted { e, segs, rows }) };
+    }
+    for s in segs {
+        // SAFETY: `s < segments` (checked above), and this job alone builds segment `s`
+        // (the caller's contract).
+        unsafe { segment(g, e, p, s)? };
+    }
+    Ok(())
 }
 
 /// Builds segment `s`.
