@@ -14,7 +14,7 @@ use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
 use ndarray_gather::prelude::*;
 use std::hint::black_box;
 
-pub const REDUCE_IDS: [&str; 17] = [
+pub const REDUCE_IDS: [&str; 19] = [
     "B1_bag_sum",
     "B2_bag_weighted",
     "B3_bag_mean",
@@ -32,6 +32,8 @@ pub const REDUCE_IDS: [&str; 17] = [
     "Q1_int8_bags",
     "Q2_int4_bags",
     "Q3_half_bags",
+    "K1_dlrm_batch",
+    "K2_int8_dlrm",
 ];
 
 /// Feature width of every workload (f32).
@@ -239,6 +241,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
         _ if id == "Q4_quantize" => return quantize(id),
         _ if id.starts_with("Q1") || id.starts_with("Q2") => return quantized_bags(id),
         _ if id.starts_with("Q3") => return half_bags(id),
+        _ if id.starts_with("K") => return dlrm(id),
         "B" => {
             let t = table(1_000_000);
             let (starts, n) = bags();
@@ -850,6 +853,101 @@ fn half_bags(id: &'static str) -> ReduceWorkload {
         id,
         out_bytes: 16384 * WIDTH * 4,
         gathered_bytes: n * WIDTH * 2,
+        variants,
+    }
+}
+
+/// K1 / K2: a DLRM batch (BENCH-WORKLOADS.md): 26 tables of 64 values, 6 of 1M rows and 20
+/// of 20k-200k (seed-fixed), one feature per table, Sum, B = 4096, 1-20 ids per (feature,
+/// sample); K2 on Int8 rows. Variants: `collection` (one call), `calls` (26
+/// `gather_reduce_into` calls into the output's column views: the hand-written form).
+fn dlrm(id: &'static str) -> ReduceWorkload {
+    use ndarray::s;
+    use ndarray_gather::bags::{Collection, Jagged, Table};
+    use ndarray_gather::quant::{QTable, Rowwise};
+    let sizes: Vec<usize> = (0..26)
+        .map(|t| {
+            if t < 6 {
+                1_000_000
+            } else {
+                20_000 + uniform(1, 180_001, 100 + t as u64)[0] as usize
+            }
+        })
+        .collect();
+    let batch = 4096;
+    let lengths: Vec<i64> = uniform(26 * batch, 20, 31).into_iter().map(|l| l + 1).collect();
+    let mut values = Vec::new();
+    for (f, &n) in sizes.iter().enumerate() {
+        let count: i64 = lengths[f * batch..(f + 1) * batch].iter().sum();
+        values.extend(uniform(count as usize, n, 200 + f as u64));
+    }
+    let positions = values.len();
+    let f32s: Vec<Array2<f32>> = sizes.iter().map(|&n| table(n)).collect();
+    let int8 = id.starts_with("K2");
+    let q: Vec<Array2<u8>> = if int8 {
+        f32s.iter().map(|t| Rowwise::Int8.quantize(t).unwrap()).collect()
+    } else {
+        Vec::new()
+    };
+    let f32s = if int8 { Vec::new() } else { f32s };
+    let model = sizes.iter().enumerate().fold(Collection::new(), |c, (t, &n)| {
+        c.table(n, WIDTH).feature(t, Pooling::Sum)
+    });
+    // (The tables, leaked: the variants' closures outlive this function.)
+    let f32s: &'static [Array2<f32>] = Box::leak(f32s.into_boxed_slice());
+    let q: &'static [Array2<u8>] = Box::leak(q.into_boxed_slice());
+    let tables: Vec<Table<'static>> = if int8 {
+        q.iter()
+            .map(|b| Table::from(QTable::new(b, Rowwise::Int8).unwrap()))
+            .collect()
+    } else {
+        f32s.iter().map(|t| Table::from(t.view())).collect()
+    };
+    let values: &'static [i64] = Box::leak(values.into_boxed_slice());
+    let lengths: &'static [i64] = Box::leak(lengths.into_boxed_slice());
+    let mut variants: Vec<Variant> = Vec::new();
+    {
+        let (model, tables) = (model.clone(), tables.clone());
+        let mut out = Array2::<f32>::zeros((batch, 26 * WIDTH));
+        variants.push((
+            "collection",
+            Box::new(move || {
+                let jagged = Jagged::lengths(values, lengths, batch).unwrap();
+                model.gather_reduce_into(&tables, &jagged, &mut out).unwrap();
+                black_box(&out);
+            }),
+        ));
+    }
+    let mut out = Array2::<f32>::zeros((batch, 26 * WIDTH));
+    variants.push((
+        "calls",
+        Box::new(move || {
+            let mut at = 0;
+            for (f, t) in tables.iter().enumerate() {
+                let lens = &lengths[f * batch..(f + 1) * batch];
+                let n = lens.iter().sum::<i64>() as usize;
+                let ids = &values[at..at + n];
+                let mut cols = out.slice_mut(s![.., f * WIDTH..(f + 1) * WIDTH]);
+                match t {
+                    Table::F32(x) => x
+                        .gather_reduce_into(ids, Segments::lengths(lens), 0, Pooling::Sum, &mut cols)
+                        .unwrap(),
+                    Table::Quantized(q) => {
+                        let r = q
+                            .gather_reduce(ids, Segments::lengths(lens), Pooling::Sum)
+                            .unwrap();
+                        cols.assign(&r);
+                    }
+                }
+                at += n;
+            }
+            black_box(&out);
+        }),
+    ));
+    ReduceWorkload {
+        id,
+        out_bytes: batch * 26 * WIDTH * 4,
+        gathered_bytes: positions * if int8 { 72 } else { 256 },
         variants,
     }
 }

@@ -24,6 +24,9 @@ cache line (a 256-byte row spans 5 lines, not 4) and in 4 KiB pages (a table fro
   Q1  B1's bags over B1's table as Int8 rows: quantized::embedding_bag_byte_rowwise_offsets
   Q2  the same over Int4 rows: embedding_bag_4bit_rowwise_offsets
   Q3  the same over B1's table in half floats: F.embedding_bag on a float16 / bfloat16 table
+  K1  a DLRM batch: 26 tables of 64 (6 of 1M rows, 20 of 20k-200k), B = 4096, 1-20 ids
+      per (feature, sample), Sum: 26 F.embedding_bag calls + torch.cat
+  K2  K1 on Int8 rows: 26 quantized::embedding_bag_byte_rowwise_offsets calls + torch.cat
   Q4  B1's table quantized: `torch*_int8` / `_int4` embedding_bag_byte / 4bit_prepack
   B5  a [200_000, 32] table, 8 batches of 4096 Zipf(1.1)-skewed bags of 1-50 ids in turn:
       `torch*` F.embedding_bag (forward), `torch*_step` embedding_bag(sparse=True),
@@ -113,6 +116,25 @@ def calls(wid):
         idx = torch.from_numpy(rng.integers(0, 1_000_000, size=n).astype(np.int64))
         return {"_f16": lambda: F.embedding_bag(idx, h, starts, mode="sum"),
                 "_bf16": lambda: F.embedding_bag(idx, b, starts, mode="sum")}
+    if wid.startswith("K"):
+        sizes = [1_000_000 if t < 6 else 20_000 + int(rng.integers(0, 180_001)) for t in range(26)]
+        batch = 4096
+        tables = [table(n) for n in sizes]
+        feats = []
+        for n in sizes:
+            lens = rng.integers(1, 21, size=batch)
+            offs = torch.from_numpy(np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64))
+            ids = torch.from_numpy(rng.integers(0, n, size=int(lens.sum())).astype(np.int64))
+            feats.append((ids, offs))
+        if wid.startswith("K2"):
+            q = torch.ops.quantized
+            packed = [q.embedding_bag_byte_prepack(t) for t in tables]
+            del tables
+            op = q.embedding_bag_byte_rowwise_offsets
+            return {"": lambda: torch.cat([op(p, i, o, False, 0, False, None, None, False)
+                                           for p, (i, o) in zip(packed, feats)], dim=1)}
+        return {"": lambda: torch.cat([F.embedding_bag(i, t, o, mode="sum")
+                                       for t, (i, o) in zip(tables, feats)], dim=1)}
     if wid.startswith("Q4"):
         t = table(1_000_000)
         q = torch.ops.quantized
@@ -215,6 +237,7 @@ if __name__ == "__main__":
     all_ids = ["B1_bag_sum", "B2_bag_weighted", "B3_bag_mean", "B4_bag_max", "G1_graph_sum",
                "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum",
                "T1_bag_sum_backward", "T2_bag_mean_backward", "T3_graph_mean_backward",
-               "B5_small_skewed_bags", "Q4_quantize", "Q1_int8_bags", "Q2_int4_bags", "Q3_half_bags"]
+               "B5_small_skewed_bags", "Q4_quantize", "Q1_int8_bags", "Q2_int4_bags", "Q3_half_bags",
+               "K1_dlrm_batch", "K2_int8_dlrm"]
     want = sys.argv[1:]
     main([i for i in all_ids if not want or any(i.startswith(w) for w in want)])
