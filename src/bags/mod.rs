@@ -22,6 +22,8 @@
 
 use ndarray::{Array2, ArrayRef, ArrayView1, ArrayView2, AsArray, Ix1, Ix2, s};
 
+mod plan;
+
 use std::ops::Range;
 
 use crate::call::reduce::{Rows, check_pool, resolve_rows, with_rows};
@@ -37,6 +39,8 @@ use crate::pool::{IntoPool, Pool};
 use crate::quant::QTable;
 use crate::segments::Bounds;
 use crate::table::PoolTable;
+
+pub use self::plan::CollectionPlan;
 
 /// One table of a collection's call: an `f32` view or a [`QTable`] (decision 49). A slice
 /// of views (`&[t0.view(), t1.view()]`) converts itself; mixed kinds convert each:
@@ -212,29 +216,47 @@ impl Collection {
         self.run(OP, &tables, batch, &rows, out)
     }
 
-    /// Every check of a call (decision 50), before anything is written.
+    /// Every check of a call (decision 50), before anything is written: the tables, then
+    /// the batch (each feature's ids resolved).
     fn check<I: GatherIndex, J: GatherIndex>(
         &self,
         op: &'static str,
         tables: &[Table<'_>],
         batch: &Jagged<'_, I, J>,
     ) -> Result<Vec<Rows>, GatherError> {
+        let dims: Vec<(usize, usize)> = tables.iter().map(Table::dim).collect();
+        self.check_tables(op, &dims)?;
+        self.check_batch(op, batch)
+    }
+
+    /// Tables (or their gradients) of shapes `dims`, checked against the collection's.
+    fn check_tables(&self, op: &'static str, dims: &[(usize, usize)]) -> Result<(), GatherError> {
         let refuse = |detail: String| Err(GatherError::Collection { op, detail });
-        if tables.len() != self.tables.len() {
+        if dims.len() != self.tables.len() {
             return refuse(format!(
                 "{} tables given, but the collection has {}",
-                tables.len(),
+                dims.len(),
                 self.tables.len()
             ));
         }
-        for (t, (given, &want)) in tables.iter().zip(&self.tables).enumerate() {
-            if given.dim() != want {
+        for (t, (given, want)) in dims.iter().zip(&self.tables).enumerate() {
+            if given != want {
                 return refuse(format!(
-                    "table {t} has shape {:?}, but the collection declared {want:?}",
-                    given.dim()
+                    "table {t} has shape {given:?}, but the collection declared {want:?}"
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// The batch against the collection: its weights, its features, each feature's table,
+    /// pool and indices (resolved into rows).
+    fn check_batch<I: GatherIndex, J: GatherIndex>(
+        &self,
+        op: &'static str,
+        batch: &Jagged<'_, I, J>,
+    ) -> Result<Vec<Rows>, GatherError> {
+        let refuse = |detail: String| Err(GatherError::Collection { op, detail });
         if let Some(w) = batch.weights.filter(|w| w.len() != batch.values.len()) {
             return Err(GatherError::Weights {
                 op,

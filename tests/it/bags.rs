@@ -327,3 +327,141 @@ fn a_collections_errors_name_the_feature_and_write_nothing() {
         .unwrap();
     assert_eq!(wide.column(0).to_vec(), [1.0, 1.0]);
 }
+
+/// A plan applies as the call does; its backward is each feature's plan's backward in
+/// feature order (decision 51), and its touched rows are that backward's rows.
+#[test]
+fn a_collections_plan_and_backward() {
+    use ndarray::{Array1, Axis};
+    let mut g = Lcg(0x91A4);
+    for round in 0..if cfg!(miri) { 1 } else { 25 } {
+        let shapes = [(12, 1 + g.below(40)), (5, 1 + g.below(9))];
+        let tables: Vec<Array2<f32>> = shapes
+            .iter()
+            .map(|&(n, d)| Array2::from_shape_fn((n, d), |_| g.below(401) as f32 / 8.0 - 25.0))
+            .collect();
+        let views: Vec<_> = tables.iter().map(|t| t.view()).collect();
+        let mut collection = Collection::new()
+            .table(shapes[0].0, shapes[0].1)
+            .table(shapes[1].0, shapes[1].1);
+        let mut model: Vec<Spec> = Vec::new();
+        for _ in 0..1 + g.below(5) {
+            let t = g.below(2);
+            let pooling = [Pooling::Sum, Pooling::Mean, Pooling::SqrtN][g.below(3)];
+            let spec = (t, pooling, (g.below(3) == 0).then_some(-1), None, g.below(2) == 0);
+            collection = if spec.4 {
+                collection.weighted_feature(t, pool_of(&spec, None))
+            } else {
+                collection.feature(t, pool_of(&spec, None))
+            };
+            model.push(spec);
+        }
+        let batch = 1 + g.below(6);
+        let (mut lengths, mut values) = (Vec::new(), Vec::new());
+        for spec in &model {
+            for _ in 0..batch {
+                let l = g.below(5);
+                lengths.push(l as i64);
+                let n = shapes[spec.0].0 as i64;
+                values.extend((0..l).map(|_| g.below(2 * n as usize) as i64 - n));
+            }
+        }
+        let weights: Vec<f32> = (0..values.len()).map(|_| g.below(9) as f32 / 4.0 - 1.0).collect();
+        let jagged = Jagged::lengths(&values, &lengths, batch)
+            .unwrap()
+            .weighted(&weights);
+        let plan = collection.plan(&jagged).unwrap();
+        let call = collection.gather_reduce(&views, &jagged).unwrap();
+        assert_eq!(
+            plan.apply(&views).unwrap().mapv(f32::to_bits),
+            call.mapv(f32::to_bits),
+            "round {round}: apply"
+        );
+        let grad_out = Array2::from_shape_fn((batch, collection.width()), |_| g.below(33) as f32 / 4.0 - 4.0);
+        // The reference: each feature's own plan's backward, in feature order.
+        let mut want: Vec<Array2<f32>> = shapes.iter().map(|&s| Array2::from_elem(s, -0.0f32)).collect();
+        let (mut at, mut col) = (0usize, 0usize);
+        let mut touched: Vec<Vec<usize>> = vec![Vec::new(); 2];
+        for (f, spec) in model.iter().enumerate() {
+            let lens = &lengths[f * batch..(f + 1) * batch];
+            let n = lens.iter().sum::<i64>() as usize;
+            let ids = &values[at..at + n];
+            let (rows, d) = shapes[spec.0];
+            let single = match spec.2 {
+                Some(k) => GatherReducePlan::new_skipping((rows, d), ids, k, Segments::lengths(lens), 0),
+                None => GatherReducePlan::new((rows, d), ids, Segments::lengths(lens), 0),
+            }
+            .unwrap();
+            let pool = pool_of(spec, spec.4.then(|| &weights[at..at + n]));
+            single
+                .backward_into(&grad_out.slice(s![.., col..col + d]), pool, &mut want[spec.0])
+                .unwrap();
+            touched[spec.0].extend(ids.iter().filter(|&&v| Some(v) != spec.2).map(|&v| {
+                if v < 0 {
+                    (v + rows as i64) as usize
+                } else {
+                    v as usize
+                }
+            }));
+            at += n;
+            col += d;
+        }
+        let mut got: Vec<Array2<f32>> = shapes.iter().map(|&s| Array2::from_elem(s, -0.0f32)).collect();
+        let mut views_mut: Vec<_> = got.iter_mut().map(|t| t.view_mut()).collect();
+        plan.backward_into(&grad_out, &mut views_mut).unwrap();
+        for t in 0..2 {
+            assert_eq!(
+                got[t].mapv(f32::to_bits),
+                want[t].mapv(f32::to_bits),
+                "round {round}: table {t}"
+            );
+        }
+        let per_table = plan.backward_rows(&grad_out).unwrap();
+        for (t, (rows, grads)) in per_table.iter().enumerate() {
+            touched[t].sort_unstable();
+            touched[t].dedup();
+            assert_eq!(
+                rows,
+                &Array1::from(touched[t].clone()),
+                "round {round}: table {t}'s rows"
+            );
+            let dense = want[t].select(Axis(0), &touched[t]);
+            assert_eq!(
+                grads.mapv(f32::to_bits),
+                dense.mapv(f32::to_bits),
+                "round {round}: table {t}'s gradient rows"
+            );
+        }
+    }
+    // The backward's errors, before anything is written.
+    let t = Array2::<f32>::zeros((4, 2));
+    let model = Collection::new()
+        .table(4, 2)
+        .feature(0, Pooling::Sum)
+        .feature(0, Pooling::Max);
+    let plan = model
+        .plan(&Jagged::lengths(&[1_i64, 2], &[1_i64, 1], 1).unwrap())
+        .unwrap();
+    let mut grad = Array2::from_elem((4, 2), 3.0f32);
+    let e = plan
+        .backward_into(&Array2::ones((1, 4)), &mut [grad.view_mut()])
+        .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            GatherError::Feature {
+                feature: 1,
+                table: 0,
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = plan
+        .backward_into(&Array2::ones((2, 4)), &mut [grad.view_mut()])
+        .unwrap_err();
+    assert!(matches!(e, GatherError::GradShape { .. }), "{e}");
+    assert!(grad.iter().all(|&v| v == 3.0));
+    let e = plan.apply(&[t.view(), t.view()]).unwrap_err();
+    assert!(matches!(e, GatherError::Collection { .. }), "{e}");
+}

@@ -1,0 +1,336 @@
+//! A collection's plan (decisions 49-51): every feature's ids checked and sorted once, then
+//! applied to any tables of the collection's shapes, and its backward per table.
+
+use ndarray::{Array1, Array2, ArrayRef, ArrayViewMut2, Ix2, s};
+
+use super::{Collection, Jagged, Table};
+use crate::call::reduce::Rows;
+use crate::call::zeros;
+use crate::error::{GatherError, internal};
+use crate::index::GatherIndex;
+use crate::pool::{Pool, Pooling};
+use crate::prepared::GatherReducePlan;
+use crate::segments::Segments;
+
+/// A [`Collection`]'s batch, checked and sorted once ([`Collection::plan`]): `apply` to
+/// any tables of the collection's shapes (their values may change between calls), and the
+/// backward per table. No lifetime: the batch's ids and weights are its own.
+///
+/// ```
+/// use ndarray::{Array2, array};
+/// use ndarray_gather::bags::{Collection, Jagged};
+/// use ndarray_gather::prelude::*;
+///
+/// let t = Array2::from_shape_fn((4, 2), |(r, c)| (r * 2 + c) as f32);
+/// let model = Collection::new().table(4, 2).feature(0, Pooling::Sum).feature(0, Pooling::Mean);
+/// let plan = model.plan(&Jagged::lengths(&[3_i64, 1, 1], &[2_i64, 1], 1)?)?;
+/// assert_eq!(plan.apply(&[t.view()])?, array![[8.0, 10.0, 2.0, 3.0]]);
+/// // Row 1 gets feature 0's then feature 1's contributions.
+/// let mut g = Array2::zeros((4, 2));
+/// plan.backward_into(&array![[1.0, 1.0, 2.0, 2.0]], &mut [g.view_mut()])?;
+/// assert_eq!(g, array![[0.0, 0.0], [3.0, 3.0], [0.0, 0.0], [1.0, 1.0]]);
+/// let per_table = plan.backward_rows(&array![[1.0, 1.0, 2.0, 2.0]])?;
+/// assert_eq!(per_table[0].0, array![1, 3]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct CollectionPlan {
+    collection: Collection,
+    batch: usize,
+    features: Vec<Planned>,
+}
+
+/// One feature's plan, its pool's parts and weights, and its rows (for `backward_rows`).
+#[derive(Debug, Clone)]
+struct Planned {
+    plan: GatherReducePlan,
+    pooling: Pooling,
+    skip: Option<i128>,
+    fill: Option<f32>,
+    weights: Option<Vec<f32>>,
+    /// Each position's row (`usize::MAX` where skipped).
+    rows: Vec<usize>,
+    /// Its bags' offsets into its positions.
+    bounds: Vec<usize>,
+}
+
+impl Planned {
+    fn pool(&self) -> Pool<'_, f32> {
+        Pool {
+            pooling: self.pooling,
+            weights: self.weights.as_deref().map(ndarray::ArrayView1::from),
+            skip: self.skip,
+            fill: self.fill,
+        }
+    }
+}
+
+impl Collection {
+    /// The plan of `batch` (decision 51): checked as [`gather_reduce`](Self::gather_reduce)
+    /// checks it, each feature's ids sorted by bag once.
+    ///
+    /// # Errors
+    /// As `gather_reduce`'s, but the tables'.
+    pub fn plan<I: GatherIndex, J: GatherIndex>(
+        &self,
+        batch: &Jagged<'_, I, J>,
+    ) -> Result<CollectionPlan, GatherError> {
+        const OP: &str = "Collection::plan";
+        let rows = self.check_batch(OP, batch)?;
+        let b = batch.batch;
+        let mut features = Vec::with_capacity(self.features.len());
+        for (f, (feature, rows)) in self.features.iter().zip(rows).enumerate() {
+            let t = feature.table;
+            let (ids, pool) = batch.feature(f, feature);
+            let base = batch.offsets[f * b];
+            let bounds: Vec<usize> = batch.offsets[f * b..=(f + 1) * b]
+                .iter()
+                .map(|&o| o - base)
+                .collect();
+            let plan = GatherReducePlan::build(
+                FEATURE_OP,
+                self.tables[t],
+                &ids,
+                pool.skip,
+                Segments::indptr(&bounds),
+                0,
+            )
+            .map_err(|source| GatherError::Feature {
+                op: OP,
+                feature: f,
+                table: t,
+                source: Box::new(source),
+            })?;
+            let rows = match rows {
+                Rows::Narrow(v) => v
+                    .iter()
+                    .map(|&r| if r == u32::MAX { usize::MAX } else { r as usize })
+                    .collect(),
+                Rows::Wide(v) => v,
+            };
+            features.push(Planned {
+                plan,
+                pooling: pool.pooling,
+                skip: pool.skip,
+                fill: pool.fill,
+                weights: pool.weights.map(|w| w.to_vec()),
+                rows,
+                bounds,
+            });
+        }
+        Ok(CollectionPlan {
+            collection: self.clone(),
+            batch: b,
+            features,
+        })
+    }
+}
+
+/// The single call a feature's error names.
+const FEATURE_OP: &str = "GatherReducePlan";
+
+impl CollectionPlan {
+    /// The batch size.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// The collection's call with the plan's batch on `tables`, in a fresh `[B, Σ D_f]`
+    /// array: bit for bit [`Collection::gather_reduce`].
+    ///
+    /// # Errors
+    /// [`Collection`](GatherError::Collection) for a table list of the wrong length or shapes.
+    pub fn apply<'t, T: Into<Table<'t>> + Copy>(&self, tables: &[T]) -> Result<Array2<f32>, GatherError> {
+        const OP: &str = "CollectionPlan::apply";
+        let tables = self.tables(OP, tables)?;
+        let mut out = zeros::<f32, _>(OP, Ix2(self.batch, self.collection.width()))?;
+        self.run(OP, &tables, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`apply`](Self::apply) into `out` (`[B, Σ D_f]`, any layout); on `Err` unchanged.
+    ///
+    /// # Errors
+    /// As `apply`, and [`OutputShape`](GatherError::OutputShape).
+    pub fn apply_into<'t, T: Into<Table<'t>> + Copy>(
+        &self,
+        tables: &[T],
+        out: &mut ArrayRef<f32, Ix2>,
+    ) -> Result<(), GatherError> {
+        const OP: &str = "CollectionPlan::apply_into";
+        let tables = self.tables(OP, tables)?;
+        self.check_out(OP, out.shape())?;
+        self.run(OP, &tables, out)
+    }
+
+    /// The tables, checked against the collection's shapes.
+    fn tables<'t, T: Into<Table<'t>> + Copy>(
+        &self,
+        op: &'static str,
+        tables: &[T],
+    ) -> Result<Vec<Table<'t>>, GatherError> {
+        let tables: Vec<Table<'t>> = tables.iter().map(|&t| t.into()).collect();
+        let dims: Vec<(usize, usize)> = tables.iter().map(Table::dim).collect();
+        self.collection.check_tables(op, &dims)?;
+        Ok(tables)
+    }
+
+    fn check_out(&self, op: &'static str, found: &[usize]) -> Result<(), GatherError> {
+        let expected = [self.batch, self.collection.width()];
+        if found != expected {
+            return Err(GatherError::OutputShape {
+                op,
+                expected: expected.to_vec(),
+                found: found.to_vec(),
+            });
+        }
+        Ok(())
+    }
+
+    fn run(
+        &self,
+        op: &'static str,
+        tables: &[Table<'_>],
+        out: &mut ArrayRef<f32, Ix2>,
+    ) -> Result<(), GatherError> {
+        let mut at = 0;
+        for (feature, planned) in self.collection.features.iter().zip(&self.features) {
+            let d = self.collection.tables[feature.table].1;
+            let mut cols = out.slice_mut(s![.., at..at + d]);
+            let done = match &tables[feature.table] {
+                Table::F32(x) => planned.plan.apply_into(x, planned.pool(), &mut cols),
+                Table::Quantized(q) => planned.plan.apply_into(q, planned.pool(), &mut cols),
+            };
+            done.map_err(|_| internal(op, "a checked plan failed"))?;
+            at += d;
+        }
+        Ok(())
+    }
+
+    /// Adds the gradient of the forward into each table's gradient `grads[t]` (decision
+    /// 51): each feature's plan's `backward_into` with its columns of `grad_out`, so that
+    /// each row receives its features' contributions in (feature, position) order.
+    ///
+    /// # Errors
+    /// Before anything is written: [`GradShape`](GatherError::GradShape) for a `grad_out`
+    /// of another shape than `[B, Σ D_f]`; [`Collection`](GatherError::Collection) for a
+    /// gradient list of another length or shapes; [`Feature`](GatherError::Feature) for a
+    /// feature pooled with `Max`, `Min` or `Prod` (no backward here).
+    pub fn backward_into(
+        &self,
+        grad_out: &ArrayRef<f32, Ix2>,
+        grads: &mut [ArrayViewMut2<'_, f32>],
+    ) -> Result<(), GatherError> {
+        const OP: &str = "CollectionPlan::backward_into";
+        self.check_backward(OP, grad_out)?;
+        let dims: Vec<(usize, usize)> = grads.iter().map(|g| g.dim()).collect();
+        self.collection.check_tables(OP, &dims)?;
+        let mut at = 0;
+        for (feature, planned) in self.collection.features.iter().zip(&self.features) {
+            let d = self.collection.tables[feature.table].1;
+            let g = grad_out.slice(s![.., at..at + d]);
+            planned
+                .plan
+                .backward_into(&g, planned.pool(), &mut grads[feature.table])
+                .map_err(|_| internal(OP, "a checked backward failed"))?;
+            at += d;
+        }
+        Ok(())
+    }
+
+    /// The gradient on the touched rows only, per table: `(rows ascending, their gradient
+    /// rows)`, each row's sum of its features' contributions in (feature, position) order
+    /// from its first (as [`GatherReducePlan::backward_rows`] per plan: decision 51).
+    ///
+    /// # Errors
+    /// As [`backward_into`](Self::backward_into)'s (but the gradients').
+    #[allow(clippy::type_complexity)]
+    pub fn backward_rows(
+        &self,
+        grad_out: &ArrayRef<f32, Ix2>,
+    ) -> Result<Vec<(Array1<usize>, Array2<f32>)>, GatherError> {
+        const OP: &str = "CollectionPlan::backward_rows";
+        self.check_backward(OP, grad_out)?;
+        let mut per_table = Vec::with_capacity(self.collection.tables.len());
+        for (t, &(_, d)) in self.collection.tables.iter().enumerate() {
+            let reading: Vec<usize> = (0..self.features.len())
+                .filter(|&f| self.collection.features[f].table == t)
+                .collect();
+            // The touched rows, ascending; each feature's positions renumbered into them.
+            let mut touched: Vec<usize> = reading
+                .iter()
+                .flat_map(|&f| self.features[f].rows.iter().copied().filter(|&r| r != usize::MAX))
+                .collect();
+            touched.sort_unstable();
+            touched.dedup();
+            // (From -0.0: `-0.0 + x` is `x`, so each sum starts from its first contribution.)
+            let mut grad = Array2::from_elem((touched.len(), d), -0.0f32);
+            for &f in &reading {
+                let planned = &self.features[f];
+                let slots: Vec<i64> = planned
+                    .rows
+                    .iter()
+                    .map(|&r| {
+                        if r == usize::MAX {
+                            -1
+                        } else {
+                            touched.partition_point(|&x| x < r) as i64
+                        }
+                    })
+                    .collect();
+                let at = self.column(f);
+                let g = grad_out.slice(s![.., at..at + d]);
+                let bounds = &planned.bounds;
+                let plan = GatherReducePlan::build(
+                    OP,
+                    (touched.len(), d),
+                    &slots,
+                    Some(-1),
+                    Segments::indptr(bounds),
+                    0,
+                )
+                .map_err(|_| internal(OP, "a renumbered plan failed"))?;
+                let mut pool = planned.pool();
+                pool.skip = None;
+                plan.backward_into(&g, pool, &mut grad)
+                    .map_err(|_| internal(OP, "a checked backward failed"))?;
+            }
+            per_table.push((Array1::from(touched), grad));
+        }
+        Ok(per_table)
+    }
+
+    /// Feature `f`'s first column.
+    fn column(&self, f: usize) -> usize {
+        let c = &self.collection;
+        c.features[..f].iter().map(|g| c.tables[g.table].1).sum()
+    }
+
+    fn check_backward(&self, op: &'static str, grad_out: &ArrayRef<f32, Ix2>) -> Result<(), GatherError> {
+        let expected = [self.batch, self.collection.width()];
+        if grad_out.shape() != expected {
+            return Err(GatherError::GradShape {
+                op,
+                expected: expected.to_vec(),
+                found: grad_out.shape().to_vec(),
+                segments: self.batch,
+                axis: 0,
+            });
+        }
+        for (f, (feature, planned)) in self.collection.features.iter().zip(&self.features).enumerate() {
+            if !matches!(planned.pooling, Pooling::Sum | Pooling::Mean | Pooling::SqrtN) {
+                return Err(GatherError::Feature {
+                    op,
+                    feature: f,
+                    table: feature.table,
+                    source: Box::new(GatherError::Pooling {
+                        op: FEATURE_OP,
+                        pooling: planned.pooling,
+                        detail: "has no backward in a collection (sum, mean and sqrtn have)".into(),
+                    }),
+                });
+            }
+        }
+        Ok(())
+    }
+}
