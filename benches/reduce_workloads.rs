@@ -918,6 +918,20 @@ fn dlrm(id: &'static str) -> ReduceWorkload {
             }),
         ));
     }
+    {
+        // The batch's plan, kept (its build untimed), applied into a kept output.
+        let jagged = Jagged::lengths(values, lengths, batch).unwrap();
+        let plan = model.plan(&jagged).unwrap();
+        let tables = tables.clone();
+        let mut out = Array2::<f32>::zeros((batch, 26 * WIDTH));
+        variants.push((
+            "plan",
+            Box::new(move || {
+                plan.apply_into(&tables, &mut out).unwrap();
+                black_box(&out);
+            }),
+        ));
+    }
     let mut out = Array2::<f32>::zeros((batch, 26 * WIDTH));
     variants.push((
         "calls",
