@@ -170,6 +170,7 @@ impl<A: PoolElement, D: Dimension> PoolTable<A, D> for ArrayRef<A, D> {
 
 impl<S: Data, D> Sealed for ArrayBase<S, D> {}
 
+// (An array is its `ArrayRef`'s table: every method forwards.)
 impl<A: PoolElement, S: Data<Elem = A>, D: Dimension> PoolTable<A, D> for ArrayBase<S, D> {
     fn dim(&self) -> D {
         self.raw_dim()
@@ -192,7 +193,7 @@ impl<A: PoolElement, S: Data<Elem = A>, D: Dimension> PoolTable<A, D> for ArrayB
         p: &Pooler<'_, A>,
         jobs: usize,
     ) -> Result<(), BadIndex> {
-        sorted(g, e, p, jobs)
+        (**self).sorted(g, e, p, jobs)
     }
 
     unsafe fn walk<E: Entries>(
@@ -203,7 +204,7 @@ impl<A: PoolElement, S: Data<Elem = A>, D: Dimension> PoolTable<A, D> for ArrayB
         segs: Range<usize>,
     ) -> Result<(), BadIndex> {
         // SAFETY: the caller's.
-        unsafe { walk_input(g, e, p, segs) }
+        unsafe { (**self).walk(g, e, p, segs) }
     }
 
     fn gather_rows<I: GatherIndex, E: Dimension>(

@@ -465,3 +465,23 @@ fn a_collections_plan_and_backward() {
     let e = plan.apply(&[t.view(), t.view()]).unwrap_err();
     assert!(matches!(e, GatherError::Collection { .. }), "{e}");
 }
+
+/// Decision 51: a collection and its plan are values to share between threads (the plan
+/// holds its batch: no lifetime).
+#[test]
+fn a_collection_and_its_plan_are_send_sync_and_clone() {
+    fn shared<T: Send + Sync + Clone + 'static>(_: &T) {}
+    let model = Collection::new().table(3, 1).feature(0, Pooling::Sum);
+    let plan = {
+        let (values, lengths) = (vec![0_i64, 2], vec![2_i64]);
+        model
+            .plan(&Jagged::lengths(&values, &lengths, 1).unwrap())
+            .unwrap()
+    };
+    shared(&model);
+    shared(&plan);
+    assert_eq!(
+        plan.apply(&[Array2::from_elem((3, 1), 1.5f32).view()]).unwrap()[[0, 0]],
+        3.0
+    );
+}
