@@ -109,6 +109,7 @@ mod kernel;
 mod layout;
 mod lower;
 mod machine;
+pub mod optim;
 mod plan;
 mod pool;
 pub mod prelude;

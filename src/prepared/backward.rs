@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use ndarray::{Array, Array1, ArrayRef, Dimension};
+use ndarray::{Array, Array1, ArrayRef, ArrayView1, ArrayViewMut1, Axis, Dimension};
 
 use super::GatherReducePlan;
 use crate::call::zeros;
@@ -12,6 +12,7 @@ use crate::error::{GatherError, internal};
 use crate::kernel::BadIndex;
 use crate::kernel::reduce::{ArgRows, ByRow, Geometry, Pooler, Scale, Target, backward, backward_arg};
 use crate::layout::unravel;
+use crate::optim::{Optimizer, check_state};
 use crate::plan::reduce::{ReduceWalk, ahead, row_loops};
 use crate::pool::{IntoPool, Pool, PoolElement, Pooling};
 
@@ -172,6 +173,57 @@ impl GatherReducePlan {
         let mut grads = zeros(OP, dim)?;
         self.run_backward(OP, grad_out, pool, Grad::Touched(&mut grads))?;
         Ok((t.rows().collect(), grads))
+    }
+
+    /// A training step (decision 52): each touched row's gradient summed exactly as
+    /// [`backward_rows`](Self::backward_rows) sums it, then that row of `table` updated
+    /// once by `opt` (FBGEMM's "exact" optimizers: a row touched by half the batch is one
+    /// update), in increasing row order. `table` has the plan's input shape with
+    /// `grad_out`'s rows.
+    ///
+    /// ```
+    /// use ndarray::{Array2, array};
+    /// use ndarray_gather::optim::Sgd;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let mut table = Array2::from_elem((3, 2), 1.0f32);
+    /// let plan = GatherReducePlan::new(table.dim(), &[2, 2, 0], Segments::starts(&[0, 2]), 0)?;
+    /// plan.step(&array![[1.0, 0.5], [2.0, 2.0]], Pooling::Sum, &mut table, &mut Sgd::new(0.25))?;
+    /// assert_eq!(table, array![[0.5, 0.5], [1.0, 1.0], [0.5, 0.75]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`backward_rows`](Self::backward_rows)'s, and
+    /// [`InputShape`](GatherError::InputShape) for a table of another shape or an
+    /// optimizer's state of another row count. On `Err`, no row changed.
+    pub fn step<'w, D: Dimension + ndarray::RemoveAxis>(
+        &self,
+        grad_out: &ArrayRef<f32, D>,
+        pool: impl IntoPool<'w, f32>,
+        table: &mut ArrayRef<f32, D>,
+        opt: &mut impl Optimizer,
+    ) -> Result<(), GatherError> {
+        const OP: &str = "GatherReducePlan::step";
+        self.check_grads::<f32, D>(OP, grad_out, Some(table))?;
+        check_state(OP, opt, table.shape()[self.axis])?;
+        let (rows, grads) = self.backward_rows(grad_out, pool)?;
+        opt.begin_step();
+        let axis = Axis(self.axis);
+        for (&r, g) in rows.iter().zip(grads.axis_iter(axis)) {
+            let g: Vec<f32> = g.iter().copied().collect();
+            let mut w = table.index_axis_mut(axis, r);
+            match w.as_slice_mut() {
+                Some(w) => opt.update(r, ArrayViewMut1::from(w), ArrayView1::from(&g[..])),
+                None => {
+                    // (A row that is not one run: updated in row-major order, written back.)
+                    let mut v: Vec<f32> = w.iter().copied().collect();
+                    opt.update(r, ArrayViewMut1::from(&mut v[..]), ArrayView1::from(&g[..]));
+                    w.iter_mut().zip(v).for_each(|(w, v)| *w = v);
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Adds into `grad_in` the gradient of a `Max` / `Min` forward through its argmax

@@ -15,6 +15,7 @@ mod habits;
 mod huge;
 mod lanes;
 mod messages;
+mod optim;
 mod orders;
 mod panics;
 mod parallel;
