@@ -393,6 +393,16 @@ pub enum GatherError {
         detail: String,
     },
 
+    /// An optimizer's state does not fit the table a training step updates
+    /// ([`optim`](crate::optim), decision 54): its row count, with the values.
+    #[error("{op}: the optimizer's state {detail}")]
+    Optimizer {
+        /// The method that was called.
+        op: &'static str,
+        /// What does not fit, with the values.
+        detail: String,
+    },
+
     /// One feature of a collection's call failed as its single call would
     /// (`bags::Collection`, decision 50): the feature, its table and that call's error.
     ///

@@ -8,6 +8,7 @@ use crate::call::reduce::Rows;
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
+use crate::optim::{Optimizer, Step};
 use crate::pool::{Pool, Pooling};
 use crate::prepared::GatherReducePlan;
 use crate::segments::Segments;
@@ -251,53 +252,125 @@ impl CollectionPlan {
     ) -> Result<Vec<(Array1<usize>, Array2<f32>)>, GatherError> {
         const OP: &str = "CollectionPlan::backward_rows";
         self.check_backward(OP, grad_out)?;
-        let mut per_table = Vec::with_capacity(self.collection.tables.len());
-        for (t, &(_, d)) in self.collection.tables.iter().enumerate() {
-            let reading: Vec<usize> = (0..self.features.len())
-                .filter(|&f| self.collection.features[f].table == t)
-                .collect();
-            // The touched rows, ascending; each feature's positions renumbered into them.
-            let mut touched: Vec<usize> = reading
-                .iter()
-                .flat_map(|&f| self.features[f].rows.iter().copied().filter(|&r| r != usize::MAX))
-                .collect();
-            touched.sort_unstable();
-            touched.dedup();
-            // (From -0.0: `-0.0 + x` is `x`, so each sum starts from its first contribution.)
-            let mut grad = Array2::from_elem((touched.len(), d), -0.0f32);
-            for &f in &reading {
-                let planned = &self.features[f];
-                let slots: Vec<i64> = planned
-                    .rows
-                    .iter()
-                    .map(|&r| {
-                        if r == usize::MAX {
-                            -1
-                        } else {
-                            touched.partition_point(|&x| x < r) as i64
-                        }
-                    })
-                    .collect();
-                let at = self.column(f);
-                let g = grad_out.slice(s![.., at..at + d]);
-                let bounds = &planned.bounds;
-                let plan = GatherReducePlan::build(
-                    OP,
-                    (touched.len(), d),
-                    &slots,
-                    Some(-1),
-                    Segments::indptr(bounds),
-                    0,
-                )
-                .map_err(|_| internal(OP, "a renumbered plan failed"))?;
-                let mut pool = planned.pool();
-                pool.skip = None;
-                plan.backward_into(&g, pool, &mut grad)
-                    .map_err(|_| internal(OP, "a checked backward failed"))?;
-            }
-            per_table.push((Array1::from(touched), grad));
+        (0..self.collection.tables.len())
+            .map(|t| {
+                self.table_rows(OP, grad_out, t)
+                    .map(|(rows, g)| (Array1::from(rows), g))
+            })
+            .collect()
+    }
+
+    /// A training step per table (decision 52): each table's touched rows' gradients built
+    /// as [`backward_rows`](Self::backward_rows) builds them, then each row updated once by
+    /// that table's optimizer (`opts[t]` for `tables[t]`; any mix of optimizers), a table
+    /// at a time. A table no feature reads still begins a step (its step count advances).
+    ///
+    /// ```
+    /// use ndarray::{Array2, array};
+    /// use ndarray_gather::bags::{Collection, Jagged};
+    /// use ndarray_gather::optim::{Adam, Optimizer, Sgd};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let (mut t0, mut t1) = (Array2::from_elem((4, 2), 1.0f32), Array2::from_elem((3, 1), 1.0f32));
+    /// let model = Collection::new().table(4, 2).table(3, 1).feature(0, Pooling::Sum).feature(1, Pooling::Sum);
+    /// let plan = model.plan(&Jagged::lengths(&[3_i64, 2], &[1_i64, 1], 1)?)?;
+    /// let (mut sgd, mut adam) = (Sgd::new(0.5), Adam::new((3, 1), 0.1));
+    /// let opts: &mut [&mut dyn Optimizer] = &mut [&mut sgd, &mut adam];
+    /// plan.step(&array![[2.0, 4.0, 1.0]], &mut [t0.view_mut(), t1.view_mut()], opts)?;
+    /// assert_eq!(t0.row(3), array![0.0, -1.0]);
+    /// assert!((t1[[2, 0]] - 0.9).abs() < 1e-6); // Adam's first step moves by lr
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`backward_into`](Self::backward_into)'s, with the tables in place of the
+    /// gradients; [`Collection`](GatherError::Collection) for a list of optimizers of
+    /// another length; [`Optimizer`](GatherError::Optimizer), naming the table, for a state
+    /// of another row count. On `Err`, no row changed.
+    pub fn step(
+        &self,
+        grad_out: &ArrayRef<f32, Ix2>,
+        tables: &mut [ArrayViewMut2<'_, f32>],
+        opts: &mut [&mut dyn Optimizer],
+    ) -> Result<(), GatherError> {
+        const OP: &str = "CollectionPlan::step";
+        self.check_backward(OP, grad_out)?;
+        let dims: Vec<(usize, usize)> = tables.iter().map(|g| g.dim()).collect();
+        self.collection.check_tables(OP, &dims)?;
+        if opts.len() != tables.len() {
+            return Err(GatherError::Collection {
+                op: OP,
+                detail: format!("has {} optimizers for {} tables", opts.len(), tables.len()),
+            });
         }
-        Ok(per_table)
+        for (t, (opt, &(rows, _))) in opts.iter().zip(&dims).enumerate() {
+            if let Some(n) = opt.rows().filter(|&n| n != rows) {
+                return Err(GatherError::Optimizer {
+                    op: OP,
+                    detail: format!("of table {t} holds {n} rows, but the table has {rows}"),
+                });
+            }
+        }
+        for (t, (table, opt)) in tables.iter_mut().zip(opts.iter_mut()).enumerate() {
+            let (rows, grads) = self.table_rows(OP, grad_out, t)?;
+            Step::begin(OP, &mut **opt, table, 0)?
+                .rows(&rows, grads.view())
+                .map_err(|()| internal(OP, "a table's touched rows out of order"))?;
+        }
+        Ok(())
+    }
+
+    /// Table `t`'s touched rows, ascending, and their gradient rows (`backward_rows`').
+    fn table_rows(
+        &self,
+        op: &'static str,
+        grad_out: &ArrayRef<f32, Ix2>,
+        t: usize,
+    ) -> Result<(Vec<usize>, Array2<f32>), GatherError> {
+        let d = self.collection.tables[t].1;
+        let reading: Vec<usize> = (0..self.features.len())
+            .filter(|&f| self.collection.features[f].table == t)
+            .collect();
+        // The touched rows, ascending; each feature's positions renumbered into them.
+        let mut touched: Vec<usize> = reading
+            .iter()
+            .flat_map(|&f| self.features[f].rows.iter().copied().filter(|&r| r != usize::MAX))
+            .collect();
+        touched.sort_unstable();
+        touched.dedup();
+        // (From -0.0: `-0.0 + x` is `x`, so each sum starts from its first contribution.)
+        let mut grad = Array2::from_elem((touched.len(), d), -0.0f32);
+        for &f in &reading {
+            let planned = &self.features[f];
+            let slots: Vec<i64> = planned
+                .rows
+                .iter()
+                .map(|&r| {
+                    if r == usize::MAX {
+                        -1
+                    } else {
+                        touched.partition_point(|&x| x < r) as i64
+                    }
+                })
+                .collect();
+            let at = self.column(f);
+            let g = grad_out.slice(s![.., at..at + d]);
+            let bounds = &planned.bounds;
+            let plan = GatherReducePlan::build(
+                op,
+                (touched.len(), d),
+                &slots,
+                Some(-1),
+                Segments::indptr(bounds),
+                0,
+            )
+            .map_err(|_| internal(op, "a renumbered plan failed"))?;
+            let mut pool = planned.pool();
+            pool.skip = None;
+            plan.backward_into(&g, pool, &mut grad)
+                .map_err(|_| internal(op, "a checked backward failed"))?;
+        }
+        Ok((touched, grad))
     }
 
     /// Feature `f`'s first column.

@@ -4,15 +4,17 @@
 
 use std::sync::OnceLock;
 
-use ndarray::{Array, Array1, ArrayRef, ArrayView1, ArrayViewMut1, Axis, Dimension};
+use ndarray::{Array, Array1, ArrayRef, CowArray, Dimension, RemoveAxis};
 
 use super::GatherReducePlan;
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{ArgRows, ByRow, Geometry, Pooler, Scale, Target, backward, backward_arg};
+use crate::kernel::reduce::{
+    ArgRows, ByRow, Geometry, Pooler, Route, Scale, Target, backward, backward_arg, backward_each,
+};
 use crate::layout::unravel;
-use crate::optim::{Optimizer, check_state};
+use crate::optim::{Optimizer, Step};
 use crate::plan::reduce::{ReduceWalk, ahead, row_loops};
 use crate::pool::{IntoPool, Pool, PoolElement, Pooling};
 
@@ -33,6 +35,8 @@ impl Eq for Turned {}
 enum Grad<'o, A, D> {
     Dense(&'o mut ArrayRef<A, D>),
     Touched(&'o mut ArrayRef<A, D>),
+    /// Touched row `k` adds into row `map[k]`.
+    Mapped(&'o mut ArrayRef<A, D>, &'o [usize]),
 }
 
 impl GatherReducePlan {
@@ -175,11 +179,34 @@ impl GatherReducePlan {
         Ok((t.rows().collect(), grads))
     }
 
+    /// The touched rows along the axis, ascending (each once).
+    pub(crate) fn touched(&self, op: &'static str) -> Result<Vec<usize>, GatherError> {
+        Ok(self.by_row(op)?.rows().collect())
+    }
+
+    /// [`backward_into`](Self::backward_into) with touched row `k` (of
+    /// [`touched`](Self::touched)) adding into row `map[k]` of `grads` (its rows along the
+    /// axis any number; `grad_out`'s shape checked, `pool` checked by the caller).
+    pub(crate) fn backward_mapped<A: PoolElement, D: Dimension>(
+        &self,
+        op: &'static str,
+        grad_out: &ArrayRef<A, D>,
+        pool: Pool<'_, A>,
+        map: &[usize],
+        grads: &mut ArrayRef<A, D>,
+    ) -> Result<(), GatherError> {
+        self.check_grads(op, grad_out, None)?;
+        self.check_skip(op, &pool)?;
+        self.run_backward(op, grad_out, pool, Grad::Mapped(grads, map))
+    }
+
     /// A training step (decision 52): each touched row's gradient summed exactly as
     /// [`backward_rows`](Self::backward_rows) sums it, then that row of `table` updated
     /// once by `opt` (FBGEMM's "exact" optimizers: a row touched by half the batch is one
-    /// update), in increasing row order. `table` has the plan's input shape with
-    /// `grad_out`'s rows.
+    /// update), in one pass with no gradient array: each thread builds a row's gradient
+    /// and updates the row. The same bits on any thread count. `table` has the plan's input
+    /// shape with `grad_out`'s rows (any layout); `opt`'s state, as many rows as the table
+    /// along the axis.
     ///
     /// ```
     /// use ndarray::{Array2, array};
@@ -194,36 +221,86 @@ impl GatherReducePlan {
     /// ```
     ///
     /// # Errors
-    /// As [`backward_rows`](Self::backward_rows)'s, and
-    /// [`InputShape`](GatherError::InputShape) for a table of another shape or an
-    /// optimizer's state of another row count. On `Err`, no row changed.
-    pub fn step<'w, D: Dimension + ndarray::RemoveAxis>(
+    /// As [`backward_rows`](Self::backward_rows)'s, [`InputShape`](GatherError::InputShape)
+    /// for a table of another shape, [`Optimizer`](GatherError::Optimizer) for a state of
+    /// another row count. On `Err`, no row changed.
+    #[doc(alias = "EXACT_ROWWISE_ADAGRAD", alias = "fused_backward")]
+    pub fn step<'w, D: Dimension + RemoveAxis>(
         &self,
         grad_out: &ArrayRef<f32, D>,
         pool: impl IntoPool<'w, f32>,
         table: &mut ArrayRef<f32, D>,
-        opt: &mut impl Optimizer,
+        opt: &mut (impl Optimizer + ?Sized),
     ) -> Result<(), GatherError> {
         const OP: &str = "GatherReducePlan::step";
-        self.check_grads::<f32, D>(OP, grad_out, Some(table))?;
-        check_state(OP, opt, table.shape()[self.axis])?;
-        let (rows, grads) = self.backward_rows(grad_out, pool)?;
-        opt.begin_step();
-        let axis = Axis(self.axis);
-        for (&r, g) in rows.iter().zip(grads.axis_iter(axis)) {
-            let g: Vec<f32> = g.iter().copied().collect();
-            let mut w = table.index_axis_mut(axis, r);
-            match w.as_slice_mut() {
-                Some(w) => opt.update(r, ArrayViewMut1::from(w), ArrayView1::from(&g[..])),
-                None => {
-                    // (A row that is not one run: updated in row-major order, written back.)
-                    let mut v: Vec<f32> = w.iter().copied().collect();
-                    opt.update(r, ArrayViewMut1::from(&mut v[..]), ArrayView1::from(&g[..]));
-                    w.iter_mut().zip(v).for_each(|(w, v)| *w = v);
-                }
+        self.check_grads(OP, grad_out, Some(table))?;
+        let pool = pool.into_pool();
+        self.check_backward_pool(OP, &pool)?;
+        let scale = self.scale(OP, pool)?;
+        self.fused(OP, grad_out, Route::Scale(&scale), table, opt)
+    }
+
+    /// A `Max` / `Min` training step (decision 54): the gradient routed through the
+    /// argmax `arg` as [`backward_arg_into`](Self::backward_arg_into) routes it, each row
+    /// that some element goes to (from zero) updated once by `opt`, as
+    /// [`step`](Self::step) does; rows read but never the argmax are not updated (as
+    /// PyTorch's sparse gradient of `embedding_bag(mode="max")` leaves them out).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::optim::Sgd;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let mut table = array![[1.0f32, 5.0], [4.0, 2.0]];
+    /// let plan = GatherReducePlan::new(table.dim(), &[0, 1], Segments::starts(&[0]), 0)?;
+    /// let (_, arg) = plan.apply_arg(&table, Pooling::Max)?;
+    /// plan.step_arg(&array![[1.0, 2.0]], &arg, &mut table, &mut Sgd::new(0.5))?;
+    /// assert_eq!(table, array![[1.0, 4.0], [3.5, 2.0]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`backward_arg_into`](Self::backward_arg_into)'s and [`step`](Self::step)'s.
+    /// On `Err`, no row changed.
+    pub fn step_arg<D: Dimension + RemoveAxis>(
+        &self,
+        grad_out: &ArrayRef<f32, D>,
+        arg: &ArrayRef<usize, D>,
+        table: &mut ArrayRef<f32, D>,
+        opt: &mut (impl Optimizer + ?Sized),
+    ) -> Result<(), GatherError> {
+        const OP: &str = "GatherReducePlan::step_arg";
+        self.check_grads(OP, grad_out, Some(table))?;
+        self.check_arg(OP, grad_out, arg)?;
+        let (grad_out, arg) = Self::beside(grad_out, arg);
+        self.fused(OP, &grad_out, Route::Arg(ArgRows(arg.as_ptr())), table, opt)
+    }
+
+    /// The fused pass of a step: each touched row's gradient built by `route` in a row of
+    /// its thread's, then the row updated (shapes checked).
+    fn fused<D: Dimension + RemoveAxis>(
+        &self,
+        op: &'static str,
+        grad_out: &ArrayRef<f32, D>,
+        route: Route<'_, '_, f32>,
+        table: &mut ArrayRef<f32, D>,
+        opt: &mut (impl Optimizer + ?Sized),
+    ) -> Result<(), GatherError> {
+        let t = self.by_row(op)?;
+        // The one row each thread builds: `grad_out`'s shape with one segment.
+        let mut dim = grad_out.raw_dim();
+        dim[self.axis] = 1;
+        let mut one = zeros::<f32, D>(op, dim)?;
+        let geometry = self.adjoint_geometry(grad_out, &mut one)?;
+        let jobs = self.backward_jobs(t, &geometry);
+        let step = Step::begin(op, opt, table, self.axis)?;
+        backward_each(&geometry, t, route, one.len(), jobs, |k, g, routed| {
+            if routed {
+                // SAFETY: touched rows are distinct, each built and updated by one job.
+                unsafe { step.update(t.row(k), g) }
             }
-        }
-        Ok(())
+        })
+        .map_err(|BadIndex| internal(op, "a row out of range after the check"))
     }
 
     /// Adds into `grad_in` the gradient of a `Max` / `Min` forward through its argmax
@@ -261,9 +338,25 @@ impl GatherReducePlan {
     ) -> Result<(), GatherError> {
         const OP: &str = "GatherReducePlan::backward_arg_into";
         self.check_grads(OP, grad_out, Some(grad_in))?;
+        self.check_arg(OP, grad_out, arg)?;
+        let t = self.by_row(OP)?;
+        let (grad_out, arg) = Self::beside(grad_out, arg);
+        let geometry = self.adjoint_geometry(&grad_out, grad_in)?;
+        let jobs = self.backward_jobs(t, &geometry);
+        backward_arg(&geometry, t, ArgRows(arg.as_ptr()), Target::Dense, jobs)
+            .map_err(|BadIndex| internal(OP, "a row out of range after the check"))
+    }
+
+    /// `arg` checked against `grad_out`: its shape, and positions of the plan.
+    fn check_arg<D: Dimension>(
+        &self,
+        op: &'static str,
+        grad_out: &ArrayRef<impl Sized, D>,
+        arg: &ArrayRef<usize, D>,
+    ) -> Result<(), GatherError> {
         if arg.shape() != grad_out.shape() {
             return Err(GatherError::Arg {
-                op: OP,
+                op,
                 detail: format!(
                     "has shape {:?}, but the plan's output shape is {:?}",
                     arg.shape(),
@@ -273,7 +366,7 @@ impl GatherReducePlan {
         }
         if let Some((at, &v)) = arg.iter().enumerate().find(|&(_, &v)| v > self.positions) {
             return Err(GatherError::Arg {
-                op: OP,
+                op,
                 detail: format!(
                     "names position {v} at {:?}, but the plan has {n} positions ({n} marks an empty segment)",
                     &unravel(at, arg.shape())[..],
@@ -281,19 +374,33 @@ impl GatherReducePlan {
                 ),
             });
         }
-        let t = self.by_row(OP)?;
-        // The argmax walks beside the gradient, with its strides.
-        let (g, a);
-        let (grad_out, arg) = if arg.strides() == grad_out.strides() {
-            (grad_out, arg)
+        Ok(())
+    }
+
+    /// `grad_out` and `arg` with the same strides (the argmax walks beside the gradient):
+    /// as given, or both in standard layout.
+    fn beside<'a, A: Clone, D: Dimension>(
+        grad_out: &'a ArrayRef<A, D>,
+        arg: &'a ArrayRef<usize, D>,
+    ) -> (CowArray<'a, A, D>, CowArray<'a, usize, D>) {
+        if arg.strides() == grad_out.strides() {
+            (grad_out.view().into(), arg.view().into())
         } else {
-            (g, a) = (grad_out.as_standard_layout(), arg.as_standard_layout());
-            (&*g, &*a)
-        };
-        let geometry = self.adjoint_geometry(grad_out, grad_in)?;
-        let jobs = self.backward_jobs(t, &geometry);
-        backward_arg(&geometry, t, ArgRows(arg.as_ptr()), Target::Dense, jobs)
-            .map_err(|BadIndex| internal(OP, "a row out of range after the check"))
+            (grad_out.as_standard_layout(), arg.as_standard_layout())
+        }
+    }
+
+    /// The coefficients of `pool` (checked) over the plan's segments.
+    fn scale<'w, A: PoolElement>(
+        &self,
+        op: &'static str,
+        pool: Pool<'w, A>,
+    ) -> Result<Scale<'w, A>, GatherError> {
+        let pooler = Pooler::of(pool, self.positions);
+        Scale::of(&pooler, &self.csr, self.segments()).ok_or_else(|| GatherError::SizeOverflow {
+            op,
+            shape: vec![self.segments()],
+        })
     }
 
     /// `pool` checked for a backward: a pooling that has one here, the plan's skip, the
@@ -334,15 +441,11 @@ impl GatherReducePlan {
         to: Grad<'_, A, D>,
     ) -> Result<(), GatherError> {
         let t = self.by_row(op)?;
-        let pooler = Pooler::of(pool, self.positions);
-        let scale =
-            Scale::of(&pooler, &self.csr, self.segments()).ok_or_else(|| GatherError::SizeOverflow {
-                op,
-                shape: vec![self.segments()],
-            })?;
+        let scale = self.scale(op, pool)?;
         let (out, target) = match to {
             Grad::Dense(o) => (o, Target::Dense),
             Grad::Touched(o) => (o, Target::Touched),
+            Grad::Mapped(o, map) => (o, Target::Mapped(map)),
         };
         let geometry = self.adjoint_geometry(grad_out, out)?;
         let jobs = self.backward_jobs(t, &geometry);

@@ -10,6 +10,7 @@ use mpi::Threading;
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 use ndarray::{Array2, Axis, ShapeBuilder};
+use ndarray_gather::optim::RowwiseAdagrad;
 use ndarray_gather::prelude::*;
 use ndarray_gather::shard::{Rows, ShardedTable, Traffic};
 
@@ -437,6 +438,77 @@ pub fn run() {
                 bits(grad.local()),
                 bits(&start(&all)),
                 "seed {seed} ranks {ranks} {pooling:?} weighted {weighted} skip {skip:?}: backward_into"
+            );
+            // The touched rows alone: the single plans' backward on a -0.0 gradient (each
+            // sum from its first contribution), in rank order, at the rows read here.
+            let what = format!("seed {seed} ranks {ranks} {pooling:?} weighted {weighted} skip {skip:?}");
+            let (local_rows, g_rows) = p
+                .backward_rows(&grad_out(me, p.segments()), pool.clone(), &table)
+                .unwrap();
+            let mut dense = Array2::from_elem((n, w), -0.0f32);
+            let (first, mut read) = (rows.range(me).start, std::collections::BTreeSet::new());
+            for (r, other) in batches.iter().enumerate() {
+                let single = match skip {
+                    Some(k) => GatherReducePlan::new_skipping(t.shape(), &other.ids, k, other.segments(), 0),
+                    None => GatherReducePlan::new(t.shape(), &other.ids, other.segments(), 0),
+                }
+                .unwrap();
+                let pool = pool_of(other, pooling, weighted, skip);
+                let g = grad_out(r, single.segments());
+                let (touched, _) = single.backward_rows(&g, pool.clone()).unwrap();
+                read.extend(
+                    touched
+                        .iter()
+                        .filter(|&&i| rows.range(me).contains(&i))
+                        .map(|&i| i - first),
+                );
+                single.backward_into(&g, pool, &mut dense).unwrap();
+            }
+            assert_eq!(
+                local_rows.to_vec(),
+                read.iter().copied().collect::<Vec<_>>(),
+                "{what}: rows"
+            );
+            let mine = start(&dense);
+            assert_eq!(
+                bits(&g_rows),
+                bits(&mine.select(Axis(0), &local_rows.to_vec())),
+                "{what}: backward_rows"
+            );
+            // The step: each owner's touched rows, row-wise Adagrad's formula on those rows.
+            let mut stepped = ShardedTable::new(&world, start(&t), rows.clone()).unwrap();
+            let mut opt = RowwiseAdagrad::new(rows.range(me).len(), 0.25);
+            p.step(&grad_out(me, p.segments()), pool.clone(), &mut stepped, &mut opt)
+                .unwrap();
+            let mut want = start(&t);
+            for (k, &r) in local_rows.iter().enumerate() {
+                let g = g_rows.row(k);
+                let m = g.iter().fold(0.0f32, |s, &x| s + x * x) / w as f32;
+                let mult = 0.25 / (m.sqrt() + 1e-8);
+                want.row_mut(r).zip_mut_with(&g, |v, &x| *v -= mult * x);
+                assert_eq!(opt.state()[r], m, "{what}: moment of local row {r}");
+            }
+            assert_eq!(bits(stepped.local()), bits(&want), "{what}: step");
+            // The last rank's optimizer holds a row too many: every rank errs, none changes.
+            let bad = ranks - 1;
+            let mut opt = RowwiseAdagrad::new(rows.range(me).len() + usize::from(me == bad), 0.25);
+            let before = stepped.local().clone();
+            match (
+                me == bad,
+                p.step(&grad_out(me, p.segments()), pool.clone(), &mut stepped, &mut opt),
+            ) {
+                (true, Err(GatherError::Optimizer { .. })) => {}
+                (false, Err(GatherError::Peer { rank, .. })) if rank == bad => {}
+                (_, r) => panic!("{what}: rank {me} of a step with a bad optimizer on {bad} gave {r:?}"),
+            }
+            assert_eq!(
+                bits(stepped.local()),
+                bits(&before),
+                "{what}: a refused step wrote"
+            );
+            assert!(
+                opt.state().iter().all(|&m| m == 0.0),
+                "{what}: a refused step's moments"
             );
         }
         // One plan, another layer width (decision 57): the same bits as the table's own

@@ -92,6 +92,11 @@ impl ByRow {
         self.rows.iter().map(|&r| r as usize)
     }
 
+    /// Touched row `k`'s index along the axis.
+    pub fn row(&self, k: usize) -> usize {
+        self.rows[k] as usize
+    }
+
     /// The number of touched rows.
     pub fn touched(&self) -> usize {
         self.rows.len()
@@ -203,56 +208,21 @@ impl<'w, A: PoolElement> Scale<'w, A> {
 /// a fresh array for the touched rows (each row's first contribution written, then the
 /// others added).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Target {
+pub(crate) enum Target<'m> {
     Dense,
     Touched,
-}
-
-/// Calls `f(o, s, pos, first)` for every entry of every touched row of `t`, in `jobs`
-/// chunks of rows (claimed by the calling thread and the rayon pool): `o` the row's
-/// output row (where `to` says), `s` and `pos` the entry's segment (below `g.rows`) and
-/// position, `first` whether it is the row's first entry; the gradient rows of the
-/// entries ahead asked for. `Err` for a row or segment out of range (which the plan's
-/// construction rules out).
-fn each_entry<A: PoolElement>(
-    g: &Geometry<A>,
-    t: &ByRow,
-    to: Target,
-    jobs: usize,
-    f: impl Fn(*mut A, usize, usize, bool) + Sync,
-) -> Result<(), BadIndex> {
-    let n = t.touched();
-    let per = n.div_ceil(jobs.max(1)).max(1);
-    let chunks = n.div_ceil(per);
-    let job = |c: usize| {
-        for k in c * per..((c + 1) * per).min(n) {
-            let o = g.target(t, k, to)?;
-            let entries = t.of_row(k);
-            for e in entries.clone() {
-                t.prefetch(g, e);
-                let (s, pos) = t.entry(e);
-                if s >= g.rows {
-                    return Err(BadIndex);
-                }
-                f(o, s, pos, e == entries.start);
-            }
-        }
-        Ok(())
-    };
-    if chunks <= 1 {
-        (0..chunks).try_for_each(job)
-    } else {
-        run_jobs(chunks, false, job).finish()
-    }
+    /// Row `map[k]` of an array of some rows (added to, as `Dense`).
+    Mapped(&'m [usize]),
 }
 
 impl<A> Geometry<A> {
     /// The output row of touched row `k` of `t`, or `Err` if it is not one.
     #[inline(always)]
-    fn target(&self, t: &ByRow, k: usize, to: Target) -> Result<*mut A, BadIndex> {
+    fn target(&self, t: &ByRow, k: usize, to: Target<'_>) -> Result<*mut A, BadIndex> {
         let r = match to {
             Target::Dense => t.rows[k] as usize,
             Target::Touched => k,
+            Target::Mapped(map) => *map.get(k).ok_or(BadIndex)?,
         };
         if r >= self.segments {
             return Err(BadIndex);
@@ -261,13 +231,79 @@ impl<A> Geometry<A> {
     }
 }
 
+/// Runs `row(&mut state, k)` for every touched row `k` of `t`, in `jobs` chunks of rows
+/// (claimed by the calling thread and the rayon pool), each chunk with its own `init()`.
+fn each_touched<S>(
+    t: &ByRow,
+    jobs: usize,
+    init: impl Fn() -> S + Sync,
+    row: impl Fn(&mut S, usize) -> Result<(), BadIndex> + Sync,
+) -> Result<(), BadIndex> {
+    let n = t.touched();
+    let per = n.div_ceil(jobs.max(1)).max(1);
+    let chunks = n.div_ceil(per);
+    let job = |c: usize| {
+        let mut state = init();
+        (c * per..((c + 1) * per).min(n)).try_for_each(|k| row(&mut state, k))
+    };
+    if chunks <= 1 {
+        (0..chunks).try_for_each(job)
+    } else {
+        run_jobs(chunks, false, job).finish()
+    }
+}
+
+/// Calls `f(s, pos, first)` for each entry of touched row `k`, in position order: `s` and
+/// `pos` the entry's segment (below `g.rows`) and position, `first` whether it is the
+/// row's first entry; the gradient rows of the entries ahead asked for. `Err` for a
+/// segment out of range (which the plan's construction rules out).
+#[inline(always)]
+fn row_entries<A>(
+    g: &Geometry<A>,
+    t: &ByRow,
+    k: usize,
+    mut f: impl FnMut(usize, usize, bool),
+) -> Result<(), BadIndex> {
+    let entries = t.of_row(k);
+    for e in entries.clone() {
+        t.prefetch(g, e);
+        let (s, pos) = t.entry(e);
+        if s >= g.rows {
+            return Err(BadIndex);
+        }
+        f(s, pos, e == entries.start);
+    }
+    Ok(())
+}
+
+/// Calls `f(o, s, pos, first)` for every entry of every touched row of `t` (as
+/// [`row_entries`]), `o` the row's output row (where `to` says). `Err` for a row or
+/// segment out of range (which the plan's construction rules out).
+fn each_entry<A: PoolElement>(
+    g: &Geometry<A>,
+    t: &ByRow,
+    to: Target<'_>,
+    jobs: usize,
+    f: impl Fn(*mut A, usize, usize, bool) + Sync,
+) -> Result<(), BadIndex> {
+    each_touched(
+        t,
+        jobs,
+        || (),
+        |_, k| {
+            let o = g.target(t, k, to)?;
+            row_entries(g, t, k, |s, pos, first| f(o, s, pos, first))
+        },
+    )
+}
+
 /// Adds into each touched row of `t` (where `to` says) its segments' gradient rows (`g`'s
 /// input rows, one per segment) times their coefficients, in position order.
 pub(crate) fn backward<A: PoolElement>(
     g: &Geometry<A>,
     t: &ByRow,
     scale: &Scale<'_, A>,
-    to: Target,
+    to: Target<'_>,
     jobs: usize,
 ) -> Result<(), BadIndex> {
     // Fresh rows start from their first contribution, as torch's coalesced sparse
@@ -275,30 +311,102 @@ pub(crate) fn backward<A: PoolElement>(
     // first would fault each fresh page twice.
     let fresh = to == Target::Touched;
     each_entry(g, t, to, jobs, |o, s, pos, first| {
-        let (x, c, first) = (g.x_row(s), scale.get(s, pos), fresh && first);
-        // SAFETY: `s < rows` and `o` a target row below `segments` (the contract); only
-        // the job visiting this entry writes its row (distinct touched rows are distinct
-        // output rows); rows that are runs are `len` contiguous elements of the gradient
-        // and of the output, distinct arrays.
-        unsafe {
-            if g.runs() {
-                let len = g.lane.len;
-                scaled(
-                    std::slice::from_raw_parts_mut(o, len),
-                    std::slice::from_raw_parts(x, len),
-                    c,
-                    first,
-                );
-            } else {
-                match (c, first) {
-                    (None, false) => g.each_lane(x, o, |o, x| *o += x.clone()),
-                    (Some(c), false) => g.each_lane(x, o, |o, x| *o += c.clone() * x.clone()),
-                    (None, true) => g.each_lane(x, o, |o, x| *o = x.clone()),
-                    (Some(c), true) => g.each_lane(x, o, |o, x| *o = c.clone() * x.clone()),
+        // SAFETY: `o` a target row below `segments` (the contract), written by the job
+        // visiting this entry alone (distinct touched rows are distinct output rows).
+        unsafe { add_scaled(g, scale, o, s, pos, fresh && first) }
+    })
+}
+
+/// How a fused pass builds a row's gradient: scaled contributions, or through an argmax.
+pub(crate) enum Route<'a, 'w, A> {
+    Scale(&'a Scale<'w, A>),
+    Arg(ArgRows),
+}
+
+/// Each touched row's gradient as [`backward`] sums a fresh row (from its first
+/// contribution; `scale` `None`: through the argmax `arg`, from zero, each element its
+/// routed contributions), built in a row of the job's own (`len` elements: `g`'s output
+/// is a one-row array in standard layout, whose strides the lanes follow), then handed to
+/// `done(k, row, routed)` (`routed`: some element of it was routed, always for a scale).
+/// The training step's fused pass: no gradient array.
+pub(crate) fn backward_each<A: PoolElement>(
+    g: &Geometry<A>,
+    t: &ByRow,
+    how: Route<'_, '_, A>,
+    len: usize,
+    jobs: usize,
+    done: impl Fn(usize, &mut [A], bool) + Sync,
+) -> Result<(), BadIndex> {
+    each_touched(
+        t,
+        jobs,
+        || vec![A::zero(); len],
+        |row, k| {
+            let o = row.as_mut_ptr();
+            let mut routed = false;
+            match &how {
+                Route::Scale(scale) => {
+                    routed = true;
+                    // SAFETY: `o` is the job's row of `len` elements, the one-row output the
+                    // geometry's lanes address (its contract with a single segment).
+                    row_entries(g, t, k, |s, pos, first| unsafe {
+                        add_scaled(g, scale, o, s, pos, first)
+                    })?
+                }
+                Route::Arg(arg) => {
+                    row.fill(A::zero());
+                    // SAFETY: as above; `arg` has the gradient's strides (`backward_arg`'s).
+                    row_entries(g, t, k, |s, pos, _| unsafe {
+                        g.each_lane_by(g.x_row(s), arg.at(s as isize * g.x_step), o, |o, x, a| {
+                            if a == pos {
+                                *o += x.clone();
+                                routed = true;
+                            }
+                        })
+                    })?
                 }
             }
+            done(k, row, routed);
+            Ok(())
+        },
+    )
+}
+
+/// Adds (or, `first`, writes) segment `s`'s gradient row times position `pos`'s
+/// coefficient into the output row `o`.
+///
+/// # Safety
+/// `s < g.rows` and `o` an output row of `g`'s lanes that no other thread touches.
+#[inline(always)]
+unsafe fn add_scaled<A: PoolElement>(
+    g: &Geometry<A>,
+    scale: &Scale<'_, A>,
+    o: *mut A,
+    s: usize,
+    pos: usize,
+    first: bool,
+) {
+    let (x, c) = (g.x_row(s), scale.get(s, pos));
+    // SAFETY: the caller's; rows that are runs are `len` contiguous elements of the
+    // gradient and of the output, distinct arrays.
+    unsafe {
+        if g.runs() {
+            let len = g.lane.len;
+            scaled(
+                std::slice::from_raw_parts_mut(o, len),
+                std::slice::from_raw_parts(x, len),
+                c,
+                first,
+            );
+        } else {
+            match (c, first) {
+                (None, false) => g.each_lane(x, o, |o, x| *o += x.clone()),
+                (Some(c), false) => g.each_lane(x, o, |o, x| *o += c.clone() * x.clone()),
+                (None, true) => g.each_lane(x, o, |o, x| *o = x.clone()),
+                (Some(c), true) => g.each_lane(x, o, |o, x| *o = c.clone() * x.clone()),
+            }
         }
-    })
+    }
 }
 
 /// `o = c·x` (`first`) or `o += c·x` (`c` `None`: one) on rows that are runs: slices that
@@ -335,7 +443,7 @@ pub(crate) fn backward_arg<A: PoolElement>(
     g: &Geometry<A>,
     t: &ByRow,
     arg: ArgRows,
-    to: Target,
+    to: Target<'_>,
     jobs: usize,
 ) -> Result<(), BadIndex> {
     each_entry(g, t, to, jobs, |o, s, pos, _| {

@@ -21,7 +21,7 @@ mod runs;
 mod sort;
 mod source;
 
-pub(crate) use self::adjoint::{ArgRows, ByRow, Scale, Target, backward, backward_arg};
+pub(crate) use self::adjoint::{ArgRows, ByRow, Route, Scale, Target, backward, backward_arg, backward_each};
 pub(crate) use self::pool::{Pooler, Tally};
 #[cfg(feature = "half")]
 pub(crate) use self::quant::Halves;
