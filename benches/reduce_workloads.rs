@@ -11,10 +11,11 @@
 #![allow(dead_code)]
 
 use ndarray::{Array1, Array2, ArrayView2, ArrayViewMut2, Axis};
+use ndarray_gather::optim::{Adam, Optimizer, RowwiseAdagrad, Sgd};
 use ndarray_gather::prelude::*;
 use std::hint::black_box;
 
-pub const REDUCE_IDS: [&str; 19] = [
+pub const REDUCE_IDS: [&str; 22] = [
     "B1_bag_sum",
     "B2_bag_weighted",
     "B3_bag_mean",
@@ -34,6 +35,9 @@ pub const REDUCE_IDS: [&str; 19] = [
     "Q3_half_bags",
     "K1_dlrm_batch",
     "K2_int8_dlrm",
+    "O1_bag_step",
+    "O2_dlrm_step",
+    "O3_adam_step",
 ];
 
 /// Feature width of every workload (f32).
@@ -238,6 +242,8 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
     match &id[..1] {
         "T" => return backward(id),
         _ if id == "B5_small_skewed_bags" => return small_skewed(id),
+        _ if id == "O2_dlrm_step" => return dlrm_step(id),
+        _ if id.starts_with('O') => return bag_step(id),
         _ if id == "Q4_quantize" => return quantize(id),
         _ if id.starts_with("Q1") || id.starts_with("Q2") => return quantized_bags(id),
         _ if id.starts_with("Q3") => return half_bags(id),
@@ -676,6 +682,21 @@ fn small_skewed(id: &'static str) -> ReduceWorkload {
                 let out = plan.apply(&t, Pooling::Sum).unwrap();
                 // The loss's gradient: the output itself, scaled (as a squared loss's).
                 let g = out.mapv(|v| v * 1e-6);
+                plan.step(&g, Pooling::Sum, &mut t, &mut Sgd::new(0.01)).unwrap();
+            }),
+        ));
+    }
+    {
+        // The step a user wrote before `step`: `backward_rows`, then a loop.
+        let (mut t, mut next) = (table.clone(), turn(&batches));
+        variants.push((
+            "step_rows",
+            Box::new(move || {
+                let (b, k) = next();
+                let (ids, starts) = &b[k];
+                let plan = GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap();
+                let out = plan.apply(&t, Pooling::Sum).unwrap();
+                let g = out.mapv(|v| v * 1e-6);
                 let (rows, grads) = plan.backward_rows(&g, Pooling::Sum).unwrap();
                 for (k, &r) in rows.iter().enumerate() {
                     t.row_mut(r).scaled_add(-0.01, &grads.row(k));
@@ -865,22 +886,7 @@ fn dlrm(id: &'static str) -> ReduceWorkload {
     use ndarray::s;
     use ndarray_gather::bags::{Collection, Jagged, Table};
     use ndarray_gather::quant::{QTable, Rowwise};
-    let sizes: Vec<usize> = (0..26)
-        .map(|t| {
-            if t < 6 {
-                1_000_000
-            } else {
-                20_000 + uniform(1, 180_001, 100 + t as u64)[0] as usize
-            }
-        })
-        .collect();
-    let batch = 4096;
-    let lengths: Vec<i64> = uniform(26 * batch, 20, 31).into_iter().map(|l| l + 1).collect();
-    let mut values = Vec::new();
-    for (f, &n) in sizes.iter().enumerate() {
-        let count: i64 = lengths[f * batch..(f + 1) * batch].iter().sum();
-        values.extend(uniform(count as usize, n, 200 + f as u64));
-    }
+    let (sizes, values, lengths, batch) = dlrm_batch();
     let positions = values.len();
     let f32s: Vec<Array2<f32>> = sizes.iter().map(|&n| table(n)).collect();
     let int8 = id.starts_with("K2");
@@ -964,4 +970,137 @@ fn dlrm(id: &'static str) -> ReduceWorkload {
         gathered_bytes: positions * if int8 { 72 } else { 256 },
         variants,
     }
+}
+
+/// O1 / O3: a training step on B1's table, a new batch each step (one of 8 of B1's bags):
+/// `step` (the plan built, applied, then `step`), `kept` (`step` alone, on kept plans
+/// sorted untimed) and `hand` (the plan, apply, `backward_rows`, then a hand update loop).
+/// O1 updates with row-wise Adagrad, O3 with Adam.
+fn bag_step(id: &'static str) -> ReduceWorkload {
+    let adam = id.starts_with("O3");
+    let t = table(1_000_000);
+    let (starts, n) = bags();
+    let batches: Vec<Array1<i64>> = (0..8)
+        .map(|k| Array1::from(uniform(n, 1_000_000, 300 + k)))
+        .collect();
+    let grad = table(starts.len()).mapv(|v| v * 1e-3 - 0.5);
+    let shared = std::rc::Rc::new((batches, starts, grad));
+    let opt = move || -> Box<dyn Optimizer> {
+        if adam {
+            Box::new(Adam::new((1_000_000, WIDTH), 0.01))
+        } else {
+            Box::new(RowwiseAdagrad::new(1_000_000, 0.01))
+        }
+    };
+    let mut variants: Vec<Variant> = Vec::new();
+    {
+        let (mut t, b, mut o, mut k) = (t.clone(), shared.clone(), opt(), 0);
+        variants.push((
+            "step",
+            Box::new(move || {
+                let (batches, starts, g) = &*b;
+                k = (k + 1) % batches.len();
+                let plan = GatherReducePlan::new(t.dim(), &batches[k], Segments::starts(starts), 0).unwrap();
+                black_box(plan.apply(&t, Pooling::Sum).unwrap());
+                plan.step(g, Pooling::Sum, &mut t, &mut *o).unwrap();
+            }),
+        ));
+    }
+    {
+        let (mut t, b, mut o, mut k) = (t.clone(), shared.clone(), opt(), 0);
+        let plans: Vec<GatherReducePlan> =
+            b.0.iter()
+                .map(|ids| {
+                    let p = GatherReducePlan::new(t.dim(), ids, Segments::starts(&b.1), 0).unwrap();
+                    p.backward_rows(&b.2, Pooling::Sum).unwrap();
+                    p
+                })
+                .collect();
+        variants.push((
+            "kept",
+            Box::new(move || {
+                k = (k + 1) % plans.len();
+                plans[k].step(&b.2, Pooling::Sum, &mut t, &mut *o).unwrap();
+            }),
+        ));
+    }
+    if !adam {
+        let (mut t, b, mut m, mut k) = (t.clone(), shared.clone(), vec![0.0f32; 1_000_000], 0);
+        variants.push((
+            "hand",
+            Box::new(move || {
+                let (batches, starts, g) = &*b;
+                k = (k + 1) % batches.len();
+                let plan = GatherReducePlan::new(t.dim(), &batches[k], Segments::starts(starts), 0).unwrap();
+                black_box(plan.apply(&t, Pooling::Sum).unwrap());
+                let (rows, grads) = plan.backward_rows(g, Pooling::Sum).unwrap();
+                for (k, &r) in rows.iter().enumerate() {
+                    let g = grads.row(k);
+                    m[r] += g.iter().fold(0.0f32, |s, &x| s + x * x) / WIDTH as f32;
+                    let mult = 0.01 / (m[r].sqrt() + 1e-8);
+                    t.row_mut(r).scaled_add(-mult, &g);
+                }
+            }),
+        ));
+    }
+    ReduceWorkload {
+        id,
+        out_bytes: shared.1.len() * WIDTH * 4,
+        gathered_bytes: n * WIDTH * 4,
+        variants,
+    }
+}
+
+/// O2: K1's 26 tables and batch, a step each call: the kept plan's `apply`, then its
+/// `step` with row-wise Adagrad on every table.
+fn dlrm_step(id: &'static str) -> ReduceWorkload {
+    use ndarray_gather::bags::{Collection, Jagged};
+    let (sizes, values, lengths, batch) = dlrm_batch();
+    let positions = values.len();
+    let mut tables: Vec<Array2<f32>> = sizes.iter().map(|&n| table(n)).collect();
+    let model = sizes.iter().enumerate().fold(Collection::new(), |c, (t, &n)| {
+        c.table(n, WIDTH).feature(t, Pooling::Sum)
+    });
+    let plan = model
+        .plan(&Jagged::lengths(&values, &lengths, batch).unwrap())
+        .unwrap();
+    let mut opts: Vec<RowwiseAdagrad> = sizes.iter().map(|&n| RowwiseAdagrad::new(n, 0.01)).collect();
+    let grad = Array2::from_shape_fn((batch, 26 * WIDTH), |(b, c)| ((b * 7 + c) % 13) as f32 * 1e-3);
+    let variants: Vec<Variant> = vec![(
+        "step",
+        Box::new(move || {
+            let views: Vec<_> = tables.iter().map(|t| t.view()).collect();
+            black_box(plan.apply(&views).unwrap());
+            let mut views: Vec<_> = tables.iter_mut().map(|t| t.view_mut()).collect();
+            let mut o: Vec<&mut dyn Optimizer> = opts.iter_mut().map(|o| o as &mut dyn Optimizer).collect();
+            plan.step(&grad, &mut views, &mut o).unwrap();
+        }),
+    )];
+    ReduceWorkload {
+        id,
+        out_bytes: batch * 26 * WIDTH * 4,
+        gathered_bytes: positions * WIDTH * 4,
+        variants,
+    }
+}
+
+/// K1's table sizes, its batch's ids and lengths (feature-major) and its batch size.
+fn dlrm_batch() -> (Vec<usize>, Vec<i64>, Vec<i64>, usize) {
+    let sizes: Vec<usize> = (0..26)
+        .map(|t| {
+            if t < 6 {
+                1_000_000
+            } else {
+                20_000 + uniform(1, 180_001, 100 + t as u64)[0] as usize
+            }
+        })
+        .collect();
+    let batch = 4096;
+    let lengths: Vec<i64> = uniform(26 * batch, 20, 31).into_iter().map(|l| l + 1).collect();
+    let mut values = Vec::new();
+    for (f, &n) in sizes.iter().enumerate() {
+        let count: i64 = lengths[f * batch..(f + 1) * batch].iter().sum();
+        values.extend(uniform(count as usize, n, 200 + f as u64));
+    }
+    (sizes, values, lengths, batch)
 }

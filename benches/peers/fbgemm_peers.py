@@ -6,6 +6,9 @@ torch==2.14.1`, then `pip install --no-deps fbgemm-gpu-cpu==1.9.*`. Never in CI.
 
   K1  SplitTableBatchedEmbeddingBagsCodegen forward (PoolingMode.SUM, host tables)
   K2  IntNBitTableBatchedEmbeddingBagsCodegen (INT8 rows) forward
+  O1  B1's table (1M x 64), a new batch of B1's bags each step: the TBE's forward and
+      backward with EXACT_ROWWISE_ADAGRAD (its fused update)
+  O2  K1's 26 tables and batch: the same step
 """
 
 import sys
@@ -34,9 +37,42 @@ def batch():
     return sizes, torch.from_numpy(ids.astype(np.int64)), torch.from_numpy(offsets.astype(np.int64))
 
 
+def step(wid):
+    """O1 / O2: a TBE training step with EXACT_ROWWISE_ADAGRAD, a new batch each step (O1)."""
+    from fbgemm_gpu.split_embedding_configs import EmbOptimType
+    if wid.startswith("O1"):
+        lens = rng.integers(1, 65, size=16384)
+        sizes = [1_000_000]
+        batches = [torch.from_numpy(rng.integers(0, 1_000_000, size=int(lens.sum())).astype(np.int64))
+                   for _ in range(8)]
+        offsets = torch.from_numpy(np.concatenate([[0], np.cumsum(lens)]).astype(np.int64))
+        bags = 16384
+    else:
+        sizes, idx, offsets = batch()
+        batches, bags = [idx], BATCH
+    emb = SplitTableBatchedEmbeddingBagsCodegen(
+        [(n, WIDTH, EmbeddingLocation.HOST, ComputeDevice.CPU) for n in sizes],
+        optimizer=EmbOptimType.EXACT_ROWWISE_ADAGRAD, learning_rate=0.01, pooling_mode=PoolingMode.SUM,
+    )
+    g = torch.from_numpy(rng.random((bags, WIDTH * len(sizes)), dtype=np.float32) * 1e-3)
+    turn = [0]
+
+    def call():
+        turn[0] = (turn[0] + 1) % len(batches)
+        emb(batches[turn[0]], offsets).backward(g)
+
+    return call
+
+
 def main(ids):
     sizes, idx, offsets = batch()
     for wid in ids:
+        if wid.startswith("O"):
+            call = step(wid)
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                print(f"{wid} fbgemm{threads} {median_ns(call, budget=6):.1f}", flush=True)
+            continue
         if wid.startswith("K1"):
             emb = SplitTableBatchedEmbeddingBagsCodegen(
                 [(n, WIDTH, EmbeddingLocation.HOST, ComputeDevice.CPU) for n in sizes],
@@ -63,4 +99,4 @@ def main(ids):
 
 
 if __name__ == "__main__":
-    main([w for w in ["K1_dlrm_batch", "K2_int8_dlrm"] if len(sys.argv) < 2 or any(w.startswith(a) for a in sys.argv[1:])])
+    main([w for w in ["K1_dlrm_batch", "K2_int8_dlrm", "O1_bag_step", "O2_dlrm_step"] if len(sys.argv) < 2 or any(w.startswith(a) for a in sys.argv[1:])])

@@ -31,6 +31,8 @@ cache line (a 256-byte row spans 5 lines, not 4) and in 4 KiB pages (a table fro
   B5  a [200_000, 32] table, 8 batches of 4096 Zipf(1.1)-skewed bags of 1-50 ids in turn:
       `torch*` F.embedding_bag (forward), `torch*_step` embedding_bag(sparse=True),
       backward and an optim.SGD step
+  O1  B1's table, a new batch of B1's bags each step: `torch*_step` embedding_bag(sparse=True),
+      backward, torch.optim.Adagrad; O3 the same with SparseAdam
 """
 
 import sys
@@ -165,6 +167,24 @@ def calls(wid):
             opt.step()
 
         return {"": forward, "_step": step}
+    if wid.startswith("O"):
+        # O1 / O3: B1's table, a new batch of B1's bags each step (one of 8), sparse=True,
+        # then torch.optim.Adagrad (O1) or SparseAdam (O3).
+        starts, n, _ = bags()
+        batches = [torch.from_numpy(rng.integers(0, 1_000_000, size=n).astype(np.int64)) for _ in range(8)]
+        g = table(len(starts)) * 1e-3 - 0.5
+        param = torch.nn.Parameter(table(1_000_000))
+        opt = (torch.optim.SparseAdam if wid.startswith("O3") else torch.optim.Adagrad)([param], lr=0.01)
+        turn = [0]
+
+        def train():
+            turn[0] = (turn[0] + 1) % len(batches)
+            opt.zero_grad()
+            out = F.embedding_bag(batches[turn[0]], param, starts, mode="sum", sparse=True)
+            out.backward(g)
+            opt.step()
+
+        return {"_step": train}
     if wid.startswith("T3"):
         nodes, edges = 100_000, 1_000_000
         x = table(nodes).requires_grad_()
@@ -238,6 +258,6 @@ if __name__ == "__main__":
                "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum",
                "T1_bag_sum_backward", "T2_bag_mean_backward", "T3_graph_mean_backward",
                "B5_small_skewed_bags", "Q4_quantize", "Q1_int8_bags", "Q2_int4_bags", "Q3_half_bags",
-               "K1_dlrm_batch", "K2_int8_dlrm"]
+               "K1_dlrm_batch", "K2_int8_dlrm", "O1_bag_step", "O3_adam_step"]
     want = sys.argv[1:]
     main([i for i in all_ids if not want or any(i.startswith(w) for w in want)])

@@ -263,7 +263,8 @@ impl CollectionPlan {
     /// A training step per table (decision 52): each table's touched rows' gradients built
     /// as [`backward_rows`](Self::backward_rows) builds them, then each row updated once by
     /// that table's optimizer (`opts[t]` for `tables[t]`; any mix of optimizers), a table
-    /// at a time. A table no feature reads still begins a step (its step count advances).
+    /// at a time. A table one feature reads steps in its feature's plan's fused pass
+    /// ([`GatherReducePlan::step`]); a shared table's rows are built first. A table no feature reads still begins a step (its step count advances).
     ///
     /// ```
     /// use ndarray::{Array2, array};
@@ -312,10 +313,26 @@ impl CollectionPlan {
             }
         }
         for (t, (table, opt)) in tables.iter_mut().zip(opts.iter_mut()).enumerate() {
-            let (rows, grads) = self.table_rows(OP, grad_out, t)?;
-            Step::begin(OP, &mut **opt, table, 0)?
-                .rows(&rows, grads.view())
-                .map_err(|()| internal(OP, "a table's touched rows out of order"))?;
+            let mut reading = (0..self.features.len()).filter(|&f| self.collection.features[f].table == t);
+            match (reading.next(), reading.next()) {
+                // One feature: its plan's fused step (the same sums, no gradient rows).
+                (Some(f), None) => {
+                    let (at, d) = (self.column(f), self.collection.tables[t].1);
+                    let planned = &self.features[f];
+                    let g = grad_out.slice(s![.., at..at + d]);
+                    planned.plan.step(&g, planned.pool(), table, &mut **opt)
+                }
+                _ => {
+                    let (rows, grads) = self.table_rows(OP, grad_out, t)?;
+                    Step::begin(OP, &mut **opt, table, 0)?
+                        .rows(&rows, grads.view())
+                        .map_err(|()| internal(OP, "a table's touched rows out of order"))
+                }
+            }
+            .map_err(|e| match e {
+                GatherError::Optimizer { .. } => e,
+                _ => internal(OP, "a checked step failed"),
+            })?;
         }
         Ok(())
     }

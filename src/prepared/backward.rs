@@ -36,6 +36,7 @@ enum Grad<'o, A, D> {
     Dense(&'o mut ArrayRef<A, D>),
     Touched(&'o mut ArrayRef<A, D>),
     /// Touched row `k` adds into row `map[k]`.
+    #[cfg(feature = "mpi")]
     Mapped(&'o mut ArrayRef<A, D>, &'o [usize]),
 }
 
@@ -180,6 +181,7 @@ impl GatherReducePlan {
     }
 
     /// The touched rows along the axis, ascending (each once).
+    #[cfg(feature = "mpi")]
     pub(crate) fn touched(&self, op: &'static str) -> Result<Vec<usize>, GatherError> {
         Ok(self.by_row(op)?.rows().collect())
     }
@@ -187,6 +189,7 @@ impl GatherReducePlan {
     /// [`backward_into`](Self::backward_into) with touched row `k` (of
     /// [`touched`](Self::touched)) adding into row `map[k]` of `grads` (its rows along the
     /// axis any number; `grad_out`'s shape checked, `pool` checked by the caller).
+    #[cfg(feature = "mpi")]
     pub(crate) fn backward_mapped<A: PoolElement, D: Dimension>(
         &self,
         op: &'static str,
@@ -445,6 +448,7 @@ impl GatherReducePlan {
         let (out, target) = match to {
             Grad::Dense(o) => (o, Target::Dense),
             Grad::Touched(o) => (o, Target::Touched),
+            #[cfg(feature = "mpi")]
             Grad::Mapped(o, map) => (o, Target::Mapped(map)),
         };
         let geometry = self.adjoint_geometry(grad_out, out)?;

@@ -212,6 +212,7 @@ pub(crate) enum Target<'m> {
     Dense,
     Touched,
     /// Row `map[k]` of an array of some rows (added to, as `Dense`).
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
     Mapped(&'m [usize]),
 }
 
