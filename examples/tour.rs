@@ -259,26 +259,26 @@ fn main() -> Result<(), GatherError> {
     plan.backward_into(&Array::from_elem((4, 2), 1.0), Pooling::Mean, &mut grad_x)?;
     println!("its backward, d(loss)/d(x) for d(loss)/d(h) = 1:\n{grad_x}\n");
 
-    println!("=== a training step of an embedding bag (torch embedding_bag(sparse=True) + SGD)\n");
-    let mut emb = Array::from_shape_fn((6, 2), |(r, c)| (r * 2 + c) as f64 * 0.25);
+    println!("=== training an embedding bag: forward, the loss's gradient, step (row-wise Adagrad)\n");
+    let mut emb = Array::from_shape_fn((6, 2), |(r, c)| (r * 2 + c) as f32 * 0.25);
     let (idx, starts, target) = (
         array![5_i64, 0, 2, 2],
         array![0_i64, 2],
-        array![[1.0, 1.0], [0.0, 0.5]],
+        array![[1.0f32, 1.0], [0.0, 0.5]],
     );
     let bags = GatherReducePlan::new(emb.dim(), &idx, Segments::starts(&starts), 0)?;
-    for step in 0..3 {
+    // FBGEMM's EXACT_ROWWISE_ADAGRAD: one moment per row of the table.
+    let mut opt = ndarray_gather::optim::RowwiseAdagrad::new(emb.nrows(), 0.5);
+    for step in 0..6 {
         let out = bags.apply(&emb, Pooling::Mean)?; // forward
         let grad_out = (&out - &target) * 2.0; // d(squared error)/d(out)
-        let (rows, grads) = bags.backward_rows(&grad_out, Pooling::Mean)?; // touched rows only
-        for (&r, g) in rows.iter().zip(grads.rows()) {
-            let mut row = emb.row_mut(r);
-            row.scaled_add(-0.1, &g); // SGD on the touched rows
-        }
+        // Each touched row's gradient summed (torch's sparse=True rows), the row updated once.
+        bags.step(&grad_out, Pooling::Mean, &mut emb, &mut opt)?;
         let loss = (&out - &target).mapv(|v| v * v).sum();
-        println!("step {step}: loss {loss:.4}, rows updated {rows}");
+        println!("step {step}: loss {loss:.4}");
     }
-    println!("the table after training:\n{emb}\n");
+    println!("the table after training (rows 1, 3, 4 untouched):\n{emb}");
+    println!("the rows' moments: {}\n", opt.state());
     let ragged = table.segment_reduce(
         Segments::lengths(&[3, 0, 1]),
         0,

@@ -1,8 +1,16 @@
-//! Optimizers for a plan's training step (decisions 52-54, issue 66's first part): each
-//! touched row's gradient summed exactly as
-//! [`backward_rows`](crate::GatherReducePlan::backward_rows) sums it (the same bits), then
-//! updated once, in FBGEMM's "exact" order. The state is the caller's value: `Clone`,
-//! its arrays readable and writable (`state()`), so a checkpoint is an array.
+//! Optimizers for a training step (decisions 52-54): each touched row's gradient summed
+//! exactly as [`backward_rows`](crate::GatherReducePlan::backward_rows) sums it (the same
+//! bits), then the row updated once, as FBGEMM's "exact" optimizers do, in the same pass
+//! ([`GatherReducePlan::step`](crate::GatherReducePlan::step),
+//! [`CollectionPlan::step`](crate::bags::CollectionPlan::step), and with the `mpi`
+//! feature `ShardedPlan::step`). The state is the caller's value: `Clone`, its arrays
+//! readable and writable (`state()`, `state_mut()`), so a checkpoint is an array.
+//!
+//! Checked against FBGEMM 1.9's CPU table-batched module (`EXACT_SGD`,
+//! `EXACT_ROWWISE_ADAGRAD`, `EXACT_ADAGRAD`) and torch's `optim.Adagrad` / `SparseAdam`
+//! over three steps: within 8 ulps of each row's largest value. Decision 52's row-wise
+//! moment sums the squares in column order; FBGEMM's CPU kernel sums them in SIMD lanes
+//! (a few ulps apart).
 //!
 //! ```
 //! use ndarray::Array2;
