@@ -60,7 +60,7 @@ pub(crate) unsafe fn fresh<A>(
 ///
 /// The kernel zeroes every fresh page as it maps it. Faulted by the gather's threads, two
 /// threads writing near each other fault the same huge page, and both zero it before one
-/// of them maps it; populated by one call, each page is zeroed once (PERFORMANCE.md#fresh-pages).
+/// of them maps it; populated by one call, each page is zeroed once (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
 #[cfg(all(target_os = "linux", not(miri)))]
 pub(crate) fn fault_in_huge_pages<A>(buf: &mut Vec<A>) {
     let bytes = buf.capacity() * size_of::<A>();

@@ -99,7 +99,7 @@ where
     /// [`OutputShape`](GatherError::OutputShape) if `out` has another shape. Every error
     /// but [`IndexOutOfBounds`](GatherError::IndexOutOfBounds) is found before the first
     /// write, and `out` is untouched. Indices are checked as they are read (a separate
-    /// pass would read them twice: PERFORMANCE.md#scatter-passes), so after an
+    /// pass would read them twice: PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages), so after an
     /// index error the contents of `out` are unspecified: every element is still a valid
     /// value (its old one or some element of the input), but which were written is not
     /// said. (NumPy's `take(out=...)` pays for a buffer to avoid this.)

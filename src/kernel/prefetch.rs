@@ -56,7 +56,7 @@ pub(super) fn next_row_share<A>(row_len: usize, positions: usize, next: isize) -
 
 /// How many lanes `row_idx` elements of `I` apart reach about 2 KiB ahead in the indices
 /// (at least one): the distance at which a scatter asks for them; the hardware's own
-/// prefetch leaves index streams waiting on memory (PERFORMANCE.md#scatter-passes).
+/// prefetch leaves index streams waiting on memory (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
 pub(crate) fn lines_ahead<I>(row_idx: isize) -> isize {
     let step = (row_idx.unsigned_abs() * size_of::<I>()).max(1);
     (INDEX_AHEAD_BYTES / step).clamp(1, INDEX_AHEAD_MAX_LANES) as isize

@@ -288,7 +288,7 @@ impl Plan {
     /// whose indices move it along an axis of stride above 1 does not count as moving
     /// with unit stride through the input: rows gathered by 1-D indices into a
     /// Fortran-order output would otherwise run lane by lane down the columns, each
-    /// element from another row (PERFORMANCE.md#staged-lanes).
+    /// element from another row (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
     pub fn loops_any_order(&self, out_strides: &[isize]) -> Small<Loop> {
         let unit = |l: &Loop| {
             [l.out, l.inp, l.idx]

@@ -39,7 +39,7 @@ pub(crate) fn tiled(loops: Small<Loop>) -> Small<Loop> {
         // along the last axis, W3) reads anywhere along its axis, so a tile's 64
         // positions would read 64 rows at random, each line a miss of its own. Staged
         // whole instead, each group of lanes is gathered as in a C-order output, the next
-        // lane's row prefetched (PERFORMANCE.md#staged-lanes).
+        // lane's row prefetched (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
         return loops;
     }
     if lane.len <= 2 * TILE_LANE {
@@ -48,7 +48,7 @@ pub(crate) fn tiled(loops: Small<Loop>) -> Small<Loop> {
         // rows too short to keep the block pipeline's reads in flight). A short cross
         // loop moves inside chunks of that row instead, so that the output lines a
         // chunk writes are written again, by the cross loop's next position, while
-        // still in cache (PERFORMANCE.md#staged-lanes).
+        // still in cache (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
         let (row, rest) = outer.split_last().unwrap_or((&lane, &[]));
         let Some(tr) = fit(row.len, SHORT_ROW).filter(|_| x < rest.len() && cross.len < TILE_CROSS) else {
             return loops;

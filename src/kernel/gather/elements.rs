@@ -113,7 +113,7 @@ impl<A: Clone> Axis1<A> {
         // In chunks, each asking for the indices two chunks ahead: the hardware's own
         // prefetch left index streams waiting on memory. The prefetches sit outside the
         // loop, which stays vectorized. Past the run's end only if the stream goes on
-        // there: a slab's lanes prefetch for themselves (PERFORMANCE.md#row-lanes-and-index-prefetch).
+        // there: a slab's lanes prefetch for themselves (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
         let row = step == 0 && stride == 1;
         let chunk = if row {
             ROW_CHUNK
@@ -124,7 +124,7 @@ impl<A: Clone> Axis1<A> {
         // Every element from one contiguous row (GatherElements along the last axis, W3
         // and P3): the lane's random reads wait on the row's lines, each a miss of its
         // own, unless the row came in before. So each chunk asks for its share of the
-        // next lane's row, in order (PERFORMANCE.md#row-lanes-and-index-prefetch).
+        // next lane's row, in order (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
         let share = if row {
             next_row_share::<A>(len, total, next)
         } else {
@@ -132,7 +132,7 @@ impl<A: Clone> Axis1<A> {
         };
         let next = inp.wrapping_offset(next).cast::<u8>();
         for (c, (out, idx)) in out.chunks_mut(chunk).zip(idx.chunks(chunk)).enumerate() {
-            // (Not both: the index prefetch then costs time, PERFORMANCE.md#row-lanes-and-index-prefetch.)
+            // (Not both: the index prefetch then costs time, PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages.)
             if share == 0 && (past_end || (c + 2) * chunk < total) {
                 prefetch_block(idx.as_ptr().wrapping_add(2 * chunk), ELEMENT_CHUNK_BYTES);
             }
@@ -141,7 +141,7 @@ impl<A: Clone> Axis1<A> {
             }
             let base = (c * chunk) as isize * step;
             if row {
-                // The row indexed directly, without the offset arithmetic (PERFORMANCE.md#row-lanes-and-index-prefetch).
+                // The row indexed directly, without the offset arithmetic (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
                 for (o, &v) in out.iter_mut().zip(idx) {
                     let (j, ok) = R::resolve_or_zero(v, len);
                     good &= ok;

@@ -47,7 +47,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
         let buf = buf.cast::<A>();
         // The same gather with each lane contiguous in the buffer, `n` apart; lanes that
         // read whole rows prefetch the next lane's row as in a C-order output
-        // (PERFORMANCE.md#staged-lanes).
+        // (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
         let staged = Task {
             walk: Walk {
                 outer: std::slice::from_ref(&row),
@@ -79,7 +79,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
             let mut w = 0;
             if row.out.unsigned_abs() == 1 && g * n <= STAGE {
                 // A tile's output runs, to be in cache when the move writes them (not a
-                // group of whole lanes', which gains nothing: PERFORMANCE.md#staged-lanes).
+                // group of whole lanes', which gains nothing: PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
                 let low = first.out + (g as isize - 1) * row.out.min(0);
                 for i in 0..n as isize {
                     let p = self.out.wrapping_offset(low + i * self.walk.lane.out);
@@ -312,7 +312,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> Task<'_, A, I> {
 /// Moves the `rows` x `cols` elements `src[r * pitch + c]` to `dst[r + c * step]`, in
 /// squares of `W` x `W`: `W` reads of `W` contiguous elements, `W` writes of `W`, the
 /// rest element by element. Bitwise: the source is left as if moved from. (Squares of 4
-/// beat the element loop, squares of 8 do not: PERFORMANCE.md#staged-lanes.)
+/// beat the element loop, squares of 8 do not: PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages.)
 ///
 /// With `ahead` > 0, each column's writes first prefetch the column `ahead` columns on:
 /// columns far apart (each on its own page) are runs the hardware's prefetcher does not

@@ -109,7 +109,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         }
         let axes: &[AxisTerm] = if N == 0 { t.walk.axes } else { fixed };
         // Everything the loop reads, in locals: the compiler cannot tell that writing
-        // `A` values leaves the task alone, and would reload it (PERFORMANCE.md#scatter-passes).
+        // `A` values leaves the task alone, and would reload it (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
         let (dst, upd, idx, reducer) = (self.dst, t.upd, t.idx, self.reducer);
         let (n, (lo, hi)) = (if K > 0 { K } else { t.walk.lane.len }, self.own);
         let bytes = n * size_of::<A>();
@@ -164,7 +164,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
     /// [`Apply::pipeline`] for blocks of `K` contiguous elements when this part owns the
     /// whole destination and the indices were checked before: no ownership tests, and
     /// only the destinations prefetched (the updates and indices stream in order:
-    /// PERFORMANCE.md#scatter-passes).
+    /// PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
     ///
     /// # Safety
     /// As for [`Apply::pipeline`]; every coordinate of the lanes was checked, and every
@@ -233,7 +233,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         let mut good = true;
         let far = lines_ahead::<I>(l.idx);
         // Position `i`'s destination offset (position 0 along the axis for a bad
-        // index) and its update; the indices asked for 2 KiB ahead (PERFORMANCE.md#scatter-passes).
+        // index) and its update; the indices asked for 2 KiB ahead (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
         let mut at_i = |i: isize| {
             prefetch_line(idx.wrapping_offset((i + far) * l.idx));
             // SAFETY: index `i` of the lane exists.
@@ -247,7 +247,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
         // A lane whose destinations are one contiguous row (scatter_elements along
         // the last axis, S2) writes it at random, each line a miss of its own unless
         // it came in before: each chunk asks for its share of the next lane's row, as
-        // the gather's row lanes do (PERFORMANCE.md#scatter-passes).
+        // the gather's row lanes do (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
         let next = t.walk.outer.last().map_or(0, |r| r.inp);
         let share = if l.inp == 0 && a.stride == 1 {
             next_row_share::<A>(a.len, last - first, next)
@@ -307,7 +307,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex, R: Reducer<A>, const CHECKED: bool>
 /// drop glue the updates are cloned into a local block first: the compiler, which cannot
 /// tell that updates and destination do not overlap, then writes the block with one
 /// store instead of `K`, and random writes, each holding a store-buffer entry until its
-/// cache line arrives, keep more blocks in flight (PERFORMANCE.md#scatter-passes).
+/// cache line arrives, keep more blocks in flight (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
 #[inline(always)]
 pub(crate) fn combine<A: Clone, R: Reducer<A>, const K: usize>(d: &mut [A; K], u: &[A; K], reducer: R) {
     if !needs_drop::<A>() {

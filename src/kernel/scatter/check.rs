@@ -50,7 +50,7 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
     /// `count` block lanes along `row`, one coordinate each ([`check_row`]).
     unsafe fn lanes(&mut self, row: Loop, count: usize, at: At) -> Result<(), BadIndex> {
         let t = self.task;
-        // One or two axis terms by value: constant loops (PERFORMANCE.md#scatter-passes).
+        // One or two axis terms by value: constant loops (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
         // SAFETY: (every arm) forwarded, with this task's own axis terms.
         let good = unsafe {
             match t.walk.axes {
@@ -91,7 +91,7 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Check<'_, '_, A, I> {
 
 /// Whether the coordinates of `count` lanes along `row`, the first at index offset `at`,
 /// all resolve through `axes`; a tight loop that asks for the indices a few KiB ahead,
-/// which the hardware's own prefetch does not (PERFORMANCE.md#scatter-passes).
+/// which the hardware's own prefetch does not (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
 ///
 /// # Safety
 /// The lanes' coordinates are elements of the indices at `idx`.

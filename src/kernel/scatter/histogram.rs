@@ -22,7 +22,7 @@ impl<A: Clone + Send + Sync, I: GatherIndex> ScatterTask<'_, A, I> {
     /// the indices checked on the way, the destination untouched), and then combine the
     /// value `c` times into each element (the elements split between them): the same
     /// bits as row-major order on any number of threads, with every thread reading its
-    /// share of the indices once (PERFORMANCE.md#scatter-passes).
+    /// share of the indices once (PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages).
     pub(crate) fn count_then_replay<R: Reducer<A>>(&self, reducer: R) -> Result<(), BadIndex> {
         let total = self.walk.positions();
         let (lo, hi) = self.strategy.span;
@@ -137,7 +137,7 @@ impl<A: Send + Sync, I: GatherIndex> Visit for Count<'_, '_, A, I> {
                 // SAFETY: `at.inp + i * inp + g * stride` with `g` below the axis length
                 // is a destination element (`new`'s contract), so `e` is below the
                 // destination's span, the counts' length (the destination is dense). (No
-                // bounds check in this hot loop: PERFORMANCE.md#scatter-passes.)
+                // bounds check in this hot loop: PERFORMANCE.md#lanes-prefetch-scatter-passes-fresh-pages.)
                 unsafe { *counts.get_unchecked_mut(e) += 1 };
             }
         } else {
