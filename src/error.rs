@@ -403,6 +403,56 @@ pub enum GatherError {
         detail: String,
     },
 
+    /// Per-head weights (`[P, H]`, decision 55) that do not fit: `H` is not the length of
+    /// the input's first dimension after the gathered axis, or the call takes one weight
+    /// per position only.
+    ///
+    /// ```
+    /// use ndarray::{Array2, Array3};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let x = Array3::<f32>::zeros((3, 4, 8));
+    /// let w = Array2::<f32>::ones((2, 3)); // 3 heads, but x has 4
+    /// let e = x.gather_reduce(&[0, 2], Segments::uniform(2), 0, Pooling::Sum.weighted(&w)).unwrap_err();
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "gather_reduce: weights of shape [2, 3] weigh 3 heads, but the input's dimension 1 (after the axis) is 4 long"
+    /// );
+    /// ```
+    #[error("{op}: weights of shape {found:?} {detail}")]
+    HeadWeights {
+        /// The method that was called.
+        op: &'static str,
+        /// The weights' shape.
+        found: Vec<usize>,
+        /// What does not fit, with the values.
+        detail: String,
+    },
+
+    /// Attention scores, coefficients or their gradients (decisions 55-56) of a shape the
+    /// call cannot take: `[P]` or `[P, H]`, one row per position.
+    ///
+    /// ```
+    /// use ndarray::Array1;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let plan = GatherReducePlan::new([3, 2], &[0, 2, 1], Segments::ids(&[1, 1, 0], 2), 0)?;
+    /// let e = plan.softmax(&Array1::<f32>::zeros(4)).unwrap_err();
+    /// assert_eq!(e.to_string(), "GatherReducePlan::softmax: scores of shape [4], expected [3] or [3, H]");
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    #[error("{op}: {what} of shape {found:?}, expected {expected}")]
+    Scores {
+        /// The method that was called.
+        op: &'static str,
+        /// Which argument: `"scores"`, `"alpha"`, `"g_alpha"`.
+        what: &'static str,
+        /// Its shape.
+        found: Vec<usize>,
+        /// The shape expected.
+        expected: String,
+    },
+
     /// One feature of a collection's call failed as its single call would
     /// (`bags::Collection`, decision 50): the feature, its table and that call's error.
     ///

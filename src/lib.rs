@@ -131,7 +131,7 @@ pub use error::GatherError;
 pub use ext::{GatherExt, GatherReduceExt, ScatterExt};
 pub use index::{GatherIndex, IndexMode};
 pub use indices::{Count, IndexArray, SegmentArray};
-pub use pool::{IntoPool, ParsePoolingError, Pool, PoolElement, Pooling};
+pub use pool::{IntoPool, ParsePoolingError, Pool, PoolElement, Pooling, WeightRank};
 pub use prepared::{GatherPlan, GatherReducePlan};
 pub use rank::GatherRank;
 pub use reduce::{Reducer, Reduction};

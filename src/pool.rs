@@ -5,7 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use ndarray::{ArrayView1, AsArray};
+use ndarray::{ArrayView, ArrayView2, AsArray, Axis, Ix1, Ix2};
 use num_traits::{FromPrimitive, NumAssign, ToPrimitive};
 
 use crate::index::GatherIndex;
@@ -80,6 +80,28 @@ impl Pooling {
     /// `per_sample_weights`, a graph's edge weights). One weight per position; weights
     /// with `Max`, `Min` or `Prod` are an error when the pool is used (as in torch).
     ///
+    /// Weights of shape `[P, H]` weigh per head (decision 55, a graph attention's
+    /// coefficients): `weights[p, h]` multiplies the `h`-th slice of position `p`'s row
+    /// along the input's first dimension after the gathered axis, which must be `H` long,
+    /// and broadcasts over the rest (an `x` of `[n, H, d]`). `[P, 1]` weights are `[P]`
+    /// weights. Per-head weights work with a gather-reduce of an array, a
+    /// [`GatherReducePlan`](crate::GatherReducePlan)'s `apply` and its `backward_into` /
+    /// `backward_rows`; collections, sharded plans, quantized tables and the fused
+    /// optimizer `step` take `[P]` weights only (a [`HeadWeights`](crate::GatherError::HeadWeights)
+    /// error otherwise).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// // Two heads of two elements; one segment of both positions.
+    /// let x = array![[[1.0, 1.0], [1.0, 1.0]], [[2.0, 2.0], [2.0, 2.0]]];
+    /// let w = array![[1.0, 0.0], [0.5, 3.0]]; // [P = 2, H = 2]
+    /// let h = x.gather_reduce(&[0, 1], Segments::uniform(2), 0, Pooling::Sum.weighted(&w))?;
+    /// assert_eq!(h, array![[[2.0, 2.0], [6.0, 6.0]]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
     /// ```
     /// use ndarray::array;
     /// use ndarray_gather::prelude::*;
@@ -90,7 +112,7 @@ impl Pooling {
     /// assert_eq!(bag, array![[4.5, 4.5]]);
     /// # Ok::<(), GatherError>(())
     /// ```
-    pub fn weighted<'w, A: 'w>(self, weights: impl AsArray<'w, A>) -> Pool<'w, A> {
+    pub fn weighted<'w, A: 'w, D: WeightRank>(self, weights: impl AsArray<'w, A, D>) -> Pool<'w, A> {
         Pool::from(self).weighted(weights)
     }
 
@@ -205,7 +227,8 @@ impl FromStr for Pooling {
 #[derive(Debug, Clone)]
 pub struct Pool<'w, A> {
     pub(crate) pooling: Pooling,
-    pub(crate) weights: Option<ArrayView1<'w, A>>,
+    /// `[P, H]`: one column (`[P]` weights, `H = 1`) or one per head.
+    pub(crate) weights: Option<ArrayView2<'w, A>>,
     /// The skipped index value, exactly (any index type's).
     pub(crate) skip: Option<i128>,
     pub(crate) fill: Option<A>,
@@ -295,16 +318,32 @@ impl<'w, A> Pool<'w, A> {
     }
 
     /// See [`Pooling::weighted`].
-    pub fn weighted<'v>(self, weights: impl AsArray<'v, A>) -> Pool<'v, A>
+    pub fn weighted<'v, D: WeightRank>(self, weights: impl AsArray<'v, A, D>) -> Pool<'v, A>
     where
         A: 'v,
         'w: 'v,
     {
         Pool {
             pooling: self.pooling,
-            weights: Some(weights.into()),
+            weights: Some(D::columns(weights.into())),
             skip: self.skip,
             fill: self.fill,
+        }
+    }
+
+    /// The number of heads its weights weigh (`[P, H]`), if not one.
+    pub(crate) fn heads(&self) -> Option<usize> {
+        self.weights.as_ref().map(|w| w.ncols()).filter(|&h| h != 1)
+    }
+
+    /// The pool of head `h` (below [`heads`](Self::heads)): its column of weights.
+    pub(crate) fn head(&self, h: usize) -> Self
+    where
+        A: Clone,
+    {
+        Pool {
+            weights: self.weights.map(|w| w.slice_move(ndarray::s![.., h..h + 1])),
+            ..self.clone()
         }
     }
 
@@ -322,5 +361,27 @@ impl<'w, A> Pool<'w, A> {
             fill: Some(value),
             ..self
         }
+    }
+}
+
+/// The ranks weights come in: `[P]` (one per position) or `[P, H]` (one per position and
+/// head). Sealed.
+pub trait WeightRank: ndarray::Dimension + private::Sealed {
+    /// The weights as `[P, H]` columns.
+    #[doc(hidden)]
+    fn columns<A>(w: ArrayView<'_, A, Self>) -> ArrayView2<'_, A>;
+}
+
+impl private::Sealed for Ix1 {}
+impl WeightRank for Ix1 {
+    fn columns<A>(w: ArrayView<'_, A, Self>) -> ArrayView2<'_, A> {
+        w.insert_axis(Axis(1))
+    }
+}
+
+impl private::Sealed for Ix2 {}
+impl WeightRank for Ix2 {
+    fn columns<A>(w: ArrayView<'_, A, Self>) -> ArrayView2<'_, A> {
+        w
     }
 }

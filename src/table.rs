@@ -9,7 +9,7 @@
 
 use std::ops::Range;
 
-use ndarray::{ArrayBase, ArrayD, ArrayRef, Data, Dimension};
+use ndarray::{ArrayBase, ArrayD, ArrayRef, Axis, Data, Dimension, Slice};
 
 use crate::error::GatherError;
 use crate::ext::GatherExt;
@@ -70,6 +70,20 @@ pub trait PoolTable<A, D>: Sealed {
         arg: *mut usize,
         segments: usize,
     ) -> Geometry<A>;
+
+    /// [`geometry`](Self::geometry) of head `h`: the slice `h` of the dimension after
+    /// `axis` of the table and `out` (an array's; `None`: the table has no heads).
+    #[doc(hidden)]
+    fn head_geometry(
+        &self,
+        _axis: usize,
+        _out: &mut ArrayRef<A, D>,
+        _arg: *mut usize,
+        _segments: usize,
+        _h: usize,
+    ) -> Option<Geometry<A>> {
+        None
+    }
 
     /// Builds every segment of `e` into `g` (this table's geometry) in `jobs` chunks.
     #[doc(hidden)]
@@ -139,6 +153,26 @@ impl<A: PoolElement, D: Dimension> PoolTable<A, D> for ArrayRef<A, D> {
         }
     }
 
+    fn head_geometry(
+        &self,
+        axis: usize,
+        out: &mut ArrayRef<A, D>,
+        arg: *mut usize,
+        segments: usize,
+        h: usize,
+    ) -> Option<Geometry<A>> {
+        let (d, head) = (Axis(axis + 1), Slice::from(h..h + 1));
+        // (The argmax has the output's strides.)
+        let at = h as isize * out.strides().get(axis + 1)?;
+        let arg = if arg.is_null() {
+            arg
+        } else {
+            arg.wrapping_offset(at)
+        };
+        let x = self.slice_axis(d, head);
+        Some(x.geometry(axis, &mut out.slice_axis_mut(d, head), arg, segments))
+    }
+
     fn sorted<E: Entries>(
         &self,
         g: &Geometry<A>,
@@ -184,6 +218,17 @@ impl<A: PoolElement, S: Data<Elem = A>, D: Dimension> PoolTable<A, D> for ArrayB
         segments: usize,
     ) -> Geometry<A> {
         (**self).geometry(axis, out, arg, segments)
+    }
+
+    fn head_geometry(
+        &self,
+        axis: usize,
+        out: &mut ArrayRef<A, D>,
+        arg: *mut usize,
+        segments: usize,
+        h: usize,
+    ) -> Option<Geometry<A>> {
+        (**self).head_geometry(axis, out, arg, segments, h)
     }
 
     fn sorted<E: Entries>(

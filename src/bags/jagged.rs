@@ -164,7 +164,7 @@ impl<'a, I: GatherIndex, J: GatherIndex> Jagged<'a, I, J> {
         let pool = Pool {
             pooling: p.pooling,
             weights: match (feature.weighted, self.weights) {
-                (true, Some(w)) => Some(ArrayView1::from(&w[range.clone()])),
+                (true, Some(w)) => Some(ArrayView1::from(&w[range.clone()]).insert_axis(ndarray::Axis(1))),
                 _ => None,
             },
             skip: p.skip,

@@ -303,7 +303,7 @@ impl Collection {
             };
             let (ids, pool) = batch.feature(f, feature);
             let positions = ids.len();
-            check_pool(FEATURE_OP, &pool, positions, false).map_err(named)?;
+            check_pool(FEATURE_OP, &pool, positions, false, None).map_err(named)?;
             resolved.push(resolve_rows(FEATURE_OP, &ids, 0, self.tables[t].0, pool.skip).map_err(named)?);
         }
         Ok(resolved)

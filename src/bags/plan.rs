@@ -59,7 +59,8 @@ impl Planned {
     fn pool(&self) -> Pool<'_, f32> {
         Pool {
             pooling: self.pooling,
-            weights: self.weights.as_deref().map(ndarray::ArrayView1::from),
+            weights: (self.weights.as_deref())
+                .map(|w| ndarray::ArrayView1::from(w).insert_axis(ndarray::Axis(1))),
             skip: self.skip,
             fill: self.fill,
         }
@@ -114,7 +115,7 @@ impl Collection {
                 pooling: pool.pooling,
                 skip: pool.skip,
                 fill: pool.fill,
-                weights: pool.weights.map(|w| w.to_vec()),
+                weights: pool.weights.map(|w| w.iter().copied().collect()),
                 rows,
                 bounds,
             });

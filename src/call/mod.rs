@@ -11,6 +11,7 @@
 //! A call is generic over how the input is borrowed so that a scatter lowers its
 //! destination (borrowed mutably) exactly as the matching gather lowers its input.
 
+pub(crate) mod attention;
 mod fresh;
 mod gather;
 mod raw;

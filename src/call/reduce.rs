@@ -109,15 +109,17 @@ pub(crate) struct Frame<'a, 'w, A, D, X: ?Sized> {
     pub axis: usize,
     pub segments: usize,
     pub pooler: Pooler<'w, A>,
+    /// Per-head weights' poolers, one per head (decision 55): the walk runs once a head.
+    heads: Option<Vec<Pooler<'w, A>>>,
 }
 
 /// What runs the kernel for a frame: the walk the planner chose, given the geometry,
-/// the pooling, and what the call prepared (`P`: its ids sorted).
+/// the pooling, and what the call prepared (`P`: its ids sorted). Once, or once a head.
 pub(crate) trait Walk<A, P>:
-    FnOnce(&Geometry<A>, &Pooler<'_, A>, Option<P>) -> Result<(), BadIndex>
+    Fn(&Geometry<A>, &Pooler<'_, A>, Option<&P>) -> Result<(), BadIndex>
 {
 }
-impl<A, P, F: FnOnce(&Geometry<A>, &Pooler<'_, A>, Option<P>) -> Result<(), BadIndex>> Walk<A, P> for F {}
+impl<A, P, F: Fn(&Geometry<A>, &Pooler<'_, A>, Option<&P>) -> Result<(), BadIndex>> Walk<A, P> for F {}
 
 /// What a call prepares before it walks, where it has anything to prepare.
 pub(crate) trait Prepare<P>: FnOnce() -> P + Send {}
@@ -138,12 +140,14 @@ fn beside<T: Send, P: Send>(
     }
 }
 
-/// The axis normalized, and the pooling checked against what the call asks of it.
+/// The pooling checked against what the call asks of it; `heads`: where the call weighs
+/// per head, its input's shape and axis (else it takes `[P]` weights only).
 pub(crate) fn check_pool<A: PoolElement>(
     op: &'static str,
     pool: &Pool<'_, A>,
     positions: usize,
     arg: bool,
+    heads: Option<(&[usize], usize)>,
 ) -> Result<(), GatherError> {
     let refuse = |detail: &str| GatherError::Pooling {
         op,
@@ -155,11 +159,35 @@ pub(crate) fn check_pool<A: PoolElement>(
         if extremum || pool.pooling == Pooling::Prod {
             return Err(refuse("cannot be weighted (weights are for sum, mean and sqrtn)"));
         }
-        if w.len() != positions {
+        if w.nrows() != positions {
             return Err(GatherError::Weights {
                 op,
-                len: w.len(),
+                len: w.nrows(),
                 positions,
+            });
+        }
+        let h = w.ncols();
+        let fault = match heads {
+            _ if h == 1 => None,
+            None => Some(format!(
+                "weigh {h} heads, but {op} takes one weight per position ([P] or [P, 1])"
+            )),
+            Some((shape, axis)) => match shape.get(axis + 1) {
+                Some(&n) if n == h => None,
+                Some(&n) => Some(format!(
+                    "weigh {h} heads, but the input's dimension {} (after the axis) is {n} long",
+                    axis + 1
+                )),
+                None => Some(format!(
+                    "weigh {h} heads, but the input has no dimension after the axis"
+                )),
+            },
+        };
+        if let Some(detail) = fault {
+            return Err(GatherError::HeadWeights {
+                op,
+                found: w.shape().to_vec(),
+                detail,
             });
         }
     }
@@ -186,6 +214,9 @@ impl<'a, 'w, A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized> Frame<'a
             dim: x.dim(),
             axis,
             segments,
+            heads: pool
+                .heads()
+                .map(|n| (0..n).map(|h| Pooler::of(pool.head(h), positions)).collect()),
             pooler: Pooler::of(pool, positions),
         }
     }
@@ -321,9 +352,23 @@ impl<'a, 'w, A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized> Frame<'a
         if !self.x.writes(out) {
             return Err(internal(self.op, "an output the table's walk cannot write"));
         }
-        let g = self.x.geometry(self.axis, out, arg, self.segments);
-        walk(&g, &self.pooler, prepared)
-            .map_err(|BadIndex| internal(self.op, "an index out of range after the check"))
+        let bad = |BadIndex| internal(self.op, "an index out of range after the check");
+        let Some(heads) = &self.heads else {
+            let g = self.x.geometry(self.axis, out, arg, self.segments);
+            return walk(&g, &self.pooler, prepared.as_ref()).map_err(bad);
+        };
+        // Each head is a gather-reduce of its slice with its column of weights.
+        for (h, pooler) in heads.iter().enumerate() {
+            let Some(g) = self.x.head_geometry(self.axis, out, arg, self.segments, h) else {
+                return Err(GatherError::HeadWeights {
+                    op: self.op,
+                    found: vec![self.pooler.positions, heads.len()],
+                    detail: "weigh heads, but this table's rows are quantized: [P] weights only".into(),
+                });
+            };
+            walk(&g, pooler, prepared.as_ref()).map_err(bad)?;
+        }
+        Ok(())
     }
 }
 
@@ -436,7 +481,7 @@ fn reduce<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized, S: Source, 
                 jobs,
             ),
             (Checked::Ids(..), ReduceWalk::SortIds { jobs, .. }, Some(Some(csr))) => {
-                x.sorted(g, &csr, p, jobs)
+                x.sorted(g, csr, p, jobs)
             }
             (Checked::Ids(ids, _), ReduceWalk::ByIds { spans } | ReduceWalk::SortIds { spans, .. }, _)
                 if X::BY_IDS =>
@@ -472,7 +517,13 @@ pub(crate) fn gather_reduce<
     let positions = indices.len();
     // Segments, then the pool, then the indices: the order of the arguments.
     let segs = Checked::new(op, segments, positions)?;
-    check_pool(op, &pool, positions, matches!(out, Out::Arg | Out::ArgInto(..)))?;
+    check_pool(
+        op,
+        &pool,
+        positions,
+        matches!(out, Out::Arg | Out::ArgInto(..)),
+        Some((dim.slice(), axis)),
+    )?;
     let rows = resolve_rows(op, indices, axis, dim[axis], pool.skip)?;
     with_rows!(rows, r => reduce(op, x, axis, r, positions, segs, pool, out))
 }
@@ -489,7 +540,13 @@ pub(crate) fn segment_reduce<A: PoolElement, D: Dimension, J: GatherIndex>(
     let axis = normalize_axis(op, axis, x.ndim())?;
     let positions = x.shape()[axis];
     let segs = Checked::new(op, segments, positions)?;
-    check_pool(op, &pool, positions, matches!(out, Out::Arg))?;
+    check_pool(
+        op,
+        &pool,
+        positions,
+        matches!(out, Out::Arg),
+        Some((x.shape(), axis)),
+    )?;
     if let Some(v) = pool.skip {
         return Err(GatherError::Pooling {
             op,

@@ -273,6 +273,34 @@ where
         )
         .map(|_| ())
     }
+
+    /// The softmax of `self`'s scores over `segments` of its positions (its first axis),
+    /// per head: [`GatherReducePlan::softmax`](crate::GatherReducePlan::softmax) without a
+    /// plan (decision 55), for scores of shape `[P]` or `[P, H]`. PyG's
+    /// `utils.softmax(scores, index)`, DGL's `edge_softmax`, torch's
+    /// `segment_reduce`-built softmax; the same bits as the plan's on the same segments.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// // Scores of 3 edges, 2 heads; edges 0 and 2 enter node 1, edge 1 node 0.
+    /// let scores = array![[0.0_f32, 1.0], [5.0, 5.0], [0.0, f32::NEG_INFINITY]];
+    /// let alpha = scores.segment_softmax(Segments::ids(&[1, 0, 1], 2))?;
+    /// assert_eq!(alpha, array![[0.5, 1.0], [1.0, 1.0], [0.5, 0.0]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Segments`](GatherError::Segments) as `segment_reduce`'s;
+    /// [`Scores`](GatherError::Scores) for scores not of rank 1 or 2.
+    #[doc(alias = "edge_softmax", alias = "scatter_softmax")]
+    fn segment_softmax<J: GatherIndex>(&self, segments: Segments<'_, J>) -> Result<Array<A, D>, GatherError>
+    where
+        A: num_traits::Float,
+    {
+        crate::call::attention::segment_softmax("segment_softmax", self.array_ref(), &segments)
+    }
 }
 
 impl<A: PoolElement, D: Dimension> GatherReduceExt<A, D> for ArrayRef<A, D> {}

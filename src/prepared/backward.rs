@@ -4,7 +4,7 @@
 
 use std::sync::OnceLock;
 
-use ndarray::{Array, Array1, ArrayRef, CowArray, Dimension, RemoveAxis};
+use ndarray::{Array, Array1, ArrayRef, Axis, CowArray, Dimension, RemoveAxis, Slice};
 
 use super::GatherReducePlan;
 use crate::call::zeros;
@@ -56,7 +56,7 @@ impl GatherReducePlan {
     /// `grad_out`'s shape checked against the forward's output (the segments along the
     /// axis, the plan's dimensions before it, any rows after it), and `grad_in`'s (if any)
     /// against the plan's input with `grad_out`'s rows.
-    fn check_grads<A, D: Dimension>(
+    pub(super) fn check_grads<A, D: Dimension>(
         &self,
         op: &'static str,
         grad_out: &ArrayRef<A, D>,
@@ -136,7 +136,7 @@ impl GatherReducePlan {
         const OP: &str = "GatherReducePlan::backward_into";
         self.check_grads(OP, grad_out, Some(grad_in))?;
         let pool = pool.into_pool();
-        self.check_backward_pool(OP, &pool)?;
+        self.check_backward_pool(OP, &pool, Some(grad_out.shape()))?;
         self.run_backward(OP, grad_out, pool, Grad::Dense(grad_in))
     }
 
@@ -171,7 +171,7 @@ impl GatherReducePlan {
         const OP: &str = "GatherReducePlan::backward_rows";
         self.check_grads::<A, D>(OP, grad_out, None)?;
         let pool = pool.into_pool();
-        self.check_backward_pool(OP, &pool)?;
+        self.check_backward_pool(OP, &pool, Some(grad_out.shape()))?;
         let t = self.by_row(OP)?;
         let mut dim = grad_out.raw_dim();
         dim[self.axis] = t.touched();
@@ -238,7 +238,7 @@ impl GatherReducePlan {
         const OP: &str = "GatherReducePlan::step";
         self.check_grads(OP, grad_out, Some(table))?;
         let pool = pool.into_pool();
-        self.check_backward_pool(OP, &pool)?;
+        self.check_backward_pool(OP, &pool, None)?;
         let scale = self.scale(OP, pool)?;
         self.fused(OP, grad_out, Route::Scale(&scale), table, opt)
     }
@@ -407,11 +407,12 @@ impl GatherReducePlan {
     }
 
     /// `pool` checked for a backward: a pooling that has one here, the plan's skip, the
-    /// weights' length.
+    /// weights' length (and heads, against `grad_out`'s shape where the call takes them).
     fn check_backward_pool<A: PoolElement>(
         &self,
         op: &'static str,
         pool: &Pool<'_, A>,
+        heads: Option<&[usize]>,
     ) -> Result<(), GatherError> {
         let refuse = |detail: &str| GatherError::Pooling {
             op,
@@ -432,7 +433,7 @@ impl GatherReducePlan {
             _ => {}
         }
         self.check_skip(op, pool)?;
-        crate::call::reduce::check_pool(op, pool, self.positions, false)
+        crate::call::reduce::check_pool(op, pool, self.positions, false, heads.map(|s| (s, self.axis)))
     }
 
     /// The backward of `pool` (checked) from `grad_out` into `to`, shapes checked.
@@ -444,17 +445,36 @@ impl GatherReducePlan {
         to: Grad<'_, A, D>,
     ) -> Result<(), GatherError> {
         let t = self.by_row(op)?;
-        let scale = self.scale(op, pool)?;
         let (out, target) = match to {
             Grad::Dense(o) => (o, Target::Dense),
             Grad::Touched(o) => (o, Target::Touched),
             #[cfg(feature = "mpi")]
             Grad::Mapped(o, map) => (o, Target::Mapped(map)),
         };
-        let geometry = self.adjoint_geometry(grad_out, out)?;
-        let jobs = self.backward_jobs(t, &geometry);
-        backward(&geometry, t, &scale, target, jobs)
-            .map_err(|BadIndex| internal(op, "a row out of range after the check"))
+        let adjoint = |g: &ArrayRef<A, D>, scale: &Scale<'_, A>, out: &mut ArrayRef<A, D>| {
+            let geometry = self.adjoint_geometry(g, out)?;
+            let jobs = self.backward_jobs(t, &geometry);
+            backward(&geometry, t, scale, target, jobs)
+                .map_err(|BadIndex| internal(op, "a row out of range after the check"))
+        };
+        let Some(heads) = pool.heads() else {
+            return adjoint(grad_out, &self.scale(op, pool)?, out);
+        };
+        // Per-head weights: each head's slice is a backward with its column (decision 55),
+        // every head's coefficients made before anything is written.
+        let scales = (0..heads)
+            .map(|h| self.scale(op, pool.head(h)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let d = Axis(self.axis + 1);
+        for (h, scale) in scales.iter().enumerate() {
+            let head = Slice::from(h..h + 1);
+            adjoint(
+                &grad_out.slice_axis(d, head),
+                scale,
+                &mut out.slice_axis_mut(d, head),
+            )?;
+        }
+        Ok(())
     }
 
     /// The geometry of the adjoint: the gradient's segment rows are its input rows, and

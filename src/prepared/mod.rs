@@ -15,6 +15,7 @@
 
 #[macro_use]
 mod positions;
+mod attention;
 mod backward;
 mod build;
 mod reduce;

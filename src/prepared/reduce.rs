@@ -357,13 +357,15 @@ impl GatherReducePlan {
         pool: Pool<'_, A>,
         out: Out<'_, A, D>,
     ) -> Result<Done<A, D>, GatherError> {
-        self.check_input(op, x.dim().slice(), None)?;
+        let dim = x.dim();
+        self.check_input(op, dim.slice(), None)?;
         self.check_skip(op, &pool)?;
         check_pool(
             op,
             &pool,
             self.positions,
             matches!(out, Out::Arg | Out::ArgInto(..)),
+            Some((dim.slice(), self.axis)),
         )?;
         let frame = Frame::new(op, x, self.axis, self.segments(), pool, self.positions);
         // The plan's entries are sorted segments.

@@ -214,7 +214,7 @@ impl ShardedPlan {
             });
         }
         self.check_skip(op, pool)?;
-        check_pool(op, pool, self.positions, false)
+        check_pool(op, pool, self.positions, false, None)
     }
 
     /// The touched local rows and their gradient rows (`backward_rows`'), `dim` the local

@@ -157,10 +157,11 @@ impl Routed {
         T: PoolTable<A, D>,
     {
         let (comm, chunk, route, me) = (table.comm, table.chunk, &self.route, self.me);
+        // ([P] weights: the call checked that the weights have one column.)
         let weights: Option<Vec<A>> = pool
             .weights
             .as_ref()
-            .map(|w| route.positions.iter().map(|&p| w[p]).collect());
+            .map(|w| route.positions.iter().map(|&p| w[[p, 0]]).collect());
         let weights_in = weights
             .as_ref()
             .map(|w| all_to_others(comm, w, &route.counts, chunk, traffic, Vec::new()));

@@ -404,7 +404,7 @@ where
             // (decision 39), with no routing.
             let single = self.rows.ranks() == 1;
             let local = Checked::new(op, &segments, positions).and_then(|segs| {
-                check_pool(op, &pool, positions, arg)?;
+                check_pool(op, &pool, positions, arg, None)?;
                 let route = if single {
                     resolve_rows(op, ix, 0, self.rows.len(), pool.skip).map(|_| None)?
                 } else {

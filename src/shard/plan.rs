@@ -301,7 +301,7 @@ impl ShardedPlan {
         let local = (|| {
             self.check_table(op, table)?;
             self.check_skip(op, &pool)?;
-            check_pool(op, &pool, self.positions(), arg)?;
+            check_pool(op, &pool, self.positions(), arg, None)?;
             match &into {
                 Some(found) if found.shape() != &shape[..] => Err(GatherError::OutputShape {
                     op,

@@ -1,6 +1,7 @@
 //! The integration tests of the gathers and plans, in one binary to keep link time down
 //! (the scatters are `tests/scatter.rs`, so that the two compile in parallel).
 
+mod attention;
 mod axes;
 mod bags;
 mod bounds;

@@ -14,6 +14,7 @@
 //! a row). Every offset it forms is an element by the contract of [`Geometry`].
 
 mod adjoint;
+mod attention;
 mod ops;
 mod pool;
 mod quant;
@@ -22,6 +23,7 @@ mod sort;
 mod source;
 
 pub(crate) use self::adjoint::{ArgRows, ByRow, Route, Scale, Target, backward, backward_arg, backward_each};
+pub(crate) use self::attention::{Heads, Rows, dot_rows, softmax, softmax_backward};
 pub(crate) use self::pool::{Pooler, Tally};
 #[cfg(feature = "half")]
 pub(crate) use self::quant::Halves;

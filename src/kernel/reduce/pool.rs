@@ -47,10 +47,15 @@ pub(crate) fn better<A: PartialOrd>(max: bool, old: &A, new: &A) -> bool {
 
 impl<'w, A: PoolElement> Pooler<'w, A> {
     /// The pooling of `pool` for a call of `positions` positions.
+    /// Per-head weights (`[P, H]`, `H != 1`) weigh nothing here: the caller walks each
+    /// head with [`Pool::head`](crate::pool::Pool::head)'s pooler.
     pub fn of(pool: crate::pool::Pool<'w, A>, positions: usize) -> Self {
         Pooler {
             pooling: pool.pooling,
-            weights: pool.weights,
+            weights: pool
+                .weights
+                .filter(|w| w.ncols() == 1)
+                .map(|w| w.index_axis_move(ndarray::Axis(1), 0)),
             fill: pool.fill.unwrap_or_else(A::zero),
             integral: A::from_f64(0.5).is_none_or(|h| h.is_zero()),
             positions,
