@@ -15,7 +15,7 @@ use ndarray_gather::optim::{Adam, Optimizer, RowwiseAdagrad, Sgd};
 use ndarray_gather::prelude::*;
 use std::hint::black_box;
 
-pub const REDUCE_IDS: [&str; 22] = [
+pub const REDUCE_IDS: [&str; 23] = [
     "B1_bag_sum",
     "B2_bag_weighted",
     "B3_bag_mean",
@@ -38,6 +38,7 @@ pub const REDUCE_IDS: [&str; 22] = [
     "O1_bag_step",
     "O2_dlrm_step",
     "O3_adam_step",
+    "A1_attention_layer",
 ];
 
 /// Feature width of every workload (f32).
@@ -243,6 +244,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
         "T" => return backward(id),
         _ if id == "B5_small_skewed_bags" => return small_skewed(id),
         _ if id == "O2_dlrm_step" => return dlrm_step(id),
+        _ if id == "A1_attention_layer" => return attention(id),
         _ if id.starts_with('O') => return bag_step(id),
         _ if id == "Q4_quantize" => return quantize(id),
         _ if id.starts_with("Q1") || id.starts_with("Q2") => return quantized_bags(id),
@@ -1103,4 +1105,78 @@ fn dlrm_batch() -> (Vec<usize>, Vec<i64>, Vec<i64>, usize) {
         values.extend(uniform(count as usize, n, 200 + f as u64));
     }
     (sizes, values, lengths, batch)
+}
+
+/// A1: a GAT layer's message passing on G1's graph (its plan built and its rows sorted,
+/// untimed): 4 heads of 16 (x [100k, 4, 16]), scores [1M, 4]. `layer`: `softmax`, the
+/// weighted sum into a reused output, and the backward: a reused gradient of x zeroed,
+/// `backward_into`, `backward_weights`, `softmax_backward`; and each piece alone.
+fn attention(id: &'static str) -> ReduceWorkload {
+    let (nodes, edges, heads, d) = (100_000, 1_000_000, 4, 16);
+    let src = Array1::from(uniform(edges, nodes, 21));
+    let dst = Array1::from(uniform(edges, nodes, 22));
+    let plan = GatherReducePlan::new([nodes, heads, d], &src, Segments::ids(&dst, nodes), 0).unwrap();
+    let x = table(nodes).into_shape_with_order((nodes, heads, d)).unwrap();
+    let grad_h = x.mapv(|v| (v * 0.001).sin());
+    let scores = Array2::from_shape_fn((edges, heads), |(e, h)| {
+        ((e * 31 + h * 7) % 1000) as f32 / 250.0 - 2.0
+    });
+    let alpha = plan.softmax(&scores).unwrap();
+    let mut out = ndarray::Array3::<f32>::zeros((nodes, heads, d));
+    let mut grad_x = ndarray::Array3::<f32>::zeros((nodes, heads, d));
+    // The first backward sorts the plan's rows: untimed, as the plan's build.
+    plan.backward_into(&grad_h, Pooling::Sum.weighted(&alpha), &mut grad_x)
+        .unwrap();
+    let g_alpha = plan.backward_weights(&x, &grad_h).unwrap();
+    let mut variants: Vec<Variant> = Vec::new();
+    {
+        let (p, x, g, s) = (plan.clone(), x.clone(), grad_h.clone(), scores.clone());
+        let (mut out, mut grad_x) = (out.clone(), grad_x.clone());
+        variants.push((
+            "layer",
+            Box::new(move || {
+                let alpha = p.softmax(&s).unwrap();
+                p.apply_into(&x, Pooling::Sum.weighted(&alpha), &mut out).unwrap();
+                grad_x.fill(0.0);
+                p.backward_into(&g, Pooling::Sum.weighted(&alpha), &mut grad_x)
+                    .unwrap();
+                let g_alpha = p.backward_weights(&x, &g).unwrap();
+                black_box(p.softmax_backward(&alpha, &g_alpha).unwrap());
+            }),
+        ));
+    }
+    let (p, s) = (plan.clone(), scores.clone());
+    variants.push((
+        "softmax",
+        Box::new(move || drop(black_box(p.softmax(&s).unwrap()))),
+    ));
+    let (p, x1, a) = (plan.clone(), x.clone(), alpha.clone());
+    variants.push((
+        "apply",
+        Box::new(move || p.apply_into(&x1, Pooling::Sum.weighted(&a), &mut out).unwrap()),
+    ));
+    let (p, g, a) = (plan.clone(), grad_h.clone(), alpha.clone());
+    variants.push((
+        "backward_x",
+        Box::new(move || {
+            grad_x.fill(0.0);
+            p.backward_into(&g, Pooling::Sum.weighted(&a), &mut grad_x)
+                .unwrap()
+        }),
+    ));
+    let (p, x1, g) = (plan.clone(), x.clone(), grad_h.clone());
+    variants.push((
+        "backward_weights",
+        Box::new(move || drop(black_box(p.backward_weights(&x1, &g).unwrap()))),
+    ));
+    variants.push((
+        "softmax_backward",
+        Box::new(move || drop(black_box(plan.softmax_backward(&alpha, &g_alpha).unwrap()))),
+    ));
+    ReduceWorkload {
+        id,
+        out_bytes: nodes * heads * d * 4,
+        gathered_bytes: edges * heads * d * 4,
+        variants,
+    }
 }

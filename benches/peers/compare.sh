@@ -23,6 +23,9 @@ fi
 if ! "$venv/bin/python" -c "import torch" 2> /dev/null; then
   "$venv/bin/pip" install --quiet torch
 fi
+if ! "$venv/bin/python" -c "import torch_geometric" 2> /dev/null; then
+  "$venv/bin/pip" install --quiet torch-geometric
+fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 (cd "$root" && cargo build --quiet --release --example workloads --example scatter_workloads --example reduce_workloads)
@@ -34,7 +37,7 @@ touch "$tmp/peers.txt" "$tmp/crate.txt" "$tmp/speers.txt" "$tmp/scrate.txt" "$tm
 for id in "${ids[@]}"; do
   # OPENBLAS_CORETYPE slows a current numpy; nothing here uses BLAS, but unset it anyway.
   case "$id" in
-    B* | G* | R*)
+    A* | B* | G* | R*)
       "$venv/bin/python" "$here/reduce_peers.py" "$id" >> "$tmp/rpeers.txt"
       "$root/target/release/examples/reduce_workloads" "$id" >> "$tmp/rcrate.txt"
       # The crate on one thread too (its speed-up on two).

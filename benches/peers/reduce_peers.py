@@ -33,6 +33,10 @@ cache line (a 256-byte row spans 5 lines, not 4) and in 4 KiB pages (a table fro
       backward and an optim.SGD step
   O1  B1's table, a new batch of B1's bags each step: `torch*_step` embedding_bag(sparse=True),
       backward, torch.optim.Adagrad; O3 the same with SparseAdam
+  A1  G1's graph, a GAT layer's message passing, 4 heads of 16 (GATConv's): torch-geometric's
+      utils.softmax(scores, dst) and utils.scatter(alpha[..., None] * x[src], dst, sum),
+      forward and autograd backward (`h.backward(grad_h)`) to scores and x; `torch*_fwd` the
+      forward alone (torch-geometric installs into the bench venv, pure Python)
 """
 
 import sys
@@ -216,6 +220,29 @@ def calls(wid):
             "": lambda: F.embedding_bag(idx, t, starts, mode=mode, per_sample_weights=psw),
             "_crate": lambda: F.embedding_bag(idx, tc, starts, mode=mode, per_sample_weights=psw),
         }
+    if wid.startswith("A1"):
+        from torch_geometric.utils import scatter, softmax
+
+        nodes, edges, heads, d = 100_000, 1_000_000, 4, 16
+        x = table(nodes).reshape(nodes, heads, d).clone().requires_grad_(True)
+        src = torch.from_numpy(rng.integers(0, nodes, size=edges).astype(np.int64))
+        dst = torch.from_numpy(rng.integers(0, nodes, size=edges).astype(np.int64))
+        scores = torch.from_numpy(rng.standard_normal((edges, heads)).astype(np.float32)).requires_grad_(True)
+        grad_h = torch.randn(nodes, heads, d)
+
+        def forward():
+            alpha = softmax(scores, dst, num_nodes=nodes)
+            return scatter(alpha.unsqueeze(-1) * x[src], dst, 0, dim_size=nodes, reduce="sum")
+
+        def layer():
+            x.grad, scores.grad = None, None
+            forward().backward(grad_h)
+
+        def fwd():
+            with torch.no_grad():
+                forward()
+
+        return {"": layer, "_fwd": fwd}
     if wid.startswith("G"):
         nodes, edges = 100_000, 1_000_000
         x = table(nodes)
@@ -258,6 +285,6 @@ if __name__ == "__main__":
                "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum",
                "T1_bag_sum_backward", "T2_bag_mean_backward", "T3_graph_mean_backward",
                "B5_small_skewed_bags", "Q4_quantize", "Q1_int8_bags", "Q2_int4_bags", "Q3_half_bags",
-               "K1_dlrm_batch", "K2_int8_dlrm", "O1_bag_step", "O3_adam_step"]
+               "K1_dlrm_batch", "K2_int8_dlrm", "O1_bag_step", "O3_adam_step", "A1_attention_layer"]
     want = sys.argv[1:]
     main([i for i in all_ids if not want or any(i.startswith(w) for w in want)])

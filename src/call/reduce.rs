@@ -11,7 +11,9 @@ use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::index::{Raise, Resolve};
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{Csr, Geometry, Identity, Pooler, Positions, Row, Source, by_ids};
+use crate::kernel::reduce::{
+    Csr, Entries, Geometry, Identity, Pooler, Positions, Row, Source, by_ids, sorted_heads,
+};
 use crate::kernel::schedule::both;
 use crate::layout::{checked_len, unravel};
 use crate::plan::reduce::ReduceWalk;
@@ -113,13 +115,29 @@ pub(crate) struct Frame<'a, 'w, A, D, X: ?Sized> {
     heads: Option<Vec<Pooler<'w, A>>>,
 }
 
-/// What runs the kernel for a frame: the walk the planner chose, given the geometry,
-/// the pooling, and what the call prepared (`P`: its ids sorted). Once, or once a head.
+/// What runs the kernel for a frame: the walk the planner chose, given the geometry and
+/// the pooling (one of each, or one per head: [`heads`]), and what the call prepared (`P`:
+/// its ids sorted).
 pub(crate) trait Walk<A, P>:
-    Fn(&Geometry<A>, &Pooler<'_, A>, Option<&P>) -> Result<(), BadIndex>
+    FnOnce(&[Geometry<A>], &[Pooler<'_, A>], Option<P>) -> Result<(), BadIndex>
 {
 }
-impl<A, P, F: Fn(&Geometry<A>, &Pooler<'_, A>, Option<&P>) -> Result<(), BadIndex>> Walk<A, P> for F {}
+impl<A, P, F: FnOnce(&[Geometry<A>], &[Pooler<'_, A>], Option<P>) -> Result<(), BadIndex>> Walk<A, P> for F {}
+
+/// The sorted walk of `e` for one geometry ([`PoolTable::sorted`]), or for one per head
+/// (an array's: [`sorted_heads`]).
+pub(crate) fn heads<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized, E: Entries>(
+    x: &X,
+    gs: &[Geometry<A>],
+    e: &E,
+    ps: &[Pooler<'_, A>],
+    jobs: usize,
+) -> Result<(), BadIndex> {
+    match (gs, ps) {
+        ([g], [p]) => x.sorted(g, e, p, jobs),
+        _ => sorted_heads(gs, e, ps, jobs),
+    }
+}
 
 /// What a call prepares before it walks, where it has anything to prepare.
 pub(crate) trait Prepare<P>: FnOnce() -> P + Send {}
@@ -355,10 +373,11 @@ impl<'a, 'w, A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized> Frame<'a
         let bad = |BadIndex| internal(self.op, "an index out of range after the check");
         let Some(heads) = &self.heads else {
             let g = self.x.geometry(self.axis, out, arg, self.segments);
-            return walk(&g, &self.pooler, prepared.as_ref()).map_err(bad);
+            return walk(&[g], std::slice::from_ref(&self.pooler), prepared).map_err(bad);
         };
         // Each head is a gather-reduce of its slice with its column of weights.
-        for (h, pooler) in heads.iter().enumerate() {
+        let mut gs = Vec::with_capacity(heads.len());
+        for h in 0..heads.len() {
             let Some(g) = self.x.head_geometry(self.axis, out, arg, self.segments, h) else {
                 return Err(GatherError::HeadWeights {
                     op: self.op,
@@ -366,9 +385,9 @@ impl<'a, 'w, A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized> Frame<'a
                     detail: "weigh heads, but this table's rows are quantized: [P] weights only".into(),
                 });
             };
-            walk(&g, pooler, prepared.as_ref()).map_err(bad)?;
+            gs.push(g);
         }
-        Ok(())
+        walk(&gs, heads, prepared).map_err(bad)
     }
 }
 
@@ -468,25 +487,25 @@ fn reduce<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized, S: Source, 
         (Checked::Ids(ids, n), ReduceWalk::SortIds { .. }) => Some(|| Csr::by_ids(rows, axis_len, *ids, *n)),
         _ => None,
     };
-    frame.finish(out, sort, |g: &Geometry<A>, p: &Pooler<'_, A>, csr| {
+    frame.finish(out, sort, |gs: &[Geometry<A>], ps: &[Pooler<'_, A>], csr| {
         match (&segs, walk, csr) {
-            (Checked::Sorted(bounds, _), ReduceWalk::Sorted { jobs }, _) => x.sorted(
-                g,
-                &Positions {
+            (Checked::Sorted(bounds, _), ReduceWalk::Sorted { jobs }, _) => {
+                let e = Positions {
                     rows,
                     bounds,
                     len: positions,
-                },
-                p,
-                jobs,
-            ),
+                };
+                heads(x, gs, &e, ps, jobs)
+            }
             (Checked::Ids(..), ReduceWalk::SortIds { jobs, .. }, Some(Some(csr))) => {
-                x.sorted(g, csr, p, jobs)
+                heads(x, gs, &csr, ps, jobs)
             }
             (Checked::Ids(ids, _), ReduceWalk::ByIds { spans } | ReduceWalk::SortIds { spans, .. }, _)
                 if X::BY_IDS =>
             {
-                by_ids(g, rows, *ids, p, spans)
+                gs.iter()
+                    .zip(ps)
+                    .try_for_each(|(g, p)| by_ids(g, rows, *ids, p, spans))
             }
             // (The planner's walk follows the segments' kind; ids that fit are sorted.)
             _ => Err(BadIndex),

@@ -272,3 +272,11 @@ pub(crate) const REDUCE_SORT_MIN_OUT_BYTES: usize = if SMALL_SIZES { 64 } else {
 /// well under 2^31.
 #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
 pub(crate) const SHARD_CHUNK_ELEMENTS: usize = 1 << 30;
+
+/// How many positions a walk of per-head weights (decision 55) takes in one group: every
+/// head of a group is walked while its rows are in the L1 / L2 cache (32 rows of 256 bytes:
+/// 8 KiB).
+pub(crate) const HEAD_GROUP_ENTRIES: usize = 32;
+
+/// The most bytes of a row that a walk of per-head weights asks for at once.
+pub(crate) const HEAD_ROW_MAX_BYTES: usize = 1024;

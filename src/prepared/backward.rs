@@ -12,6 +12,7 @@ use crate::error::{GatherError, internal};
 use crate::kernel::BadIndex;
 use crate::kernel::reduce::{
     ArgRows, ByRow, Geometry, Pooler, Route, Scale, Target, backward, backward_arg, backward_each,
+    backward_heads,
 };
 use crate::layout::unravel;
 use crate::optim::{Optimizer, Step};
@@ -451,14 +452,12 @@ impl GatherReducePlan {
             #[cfg(feature = "mpi")]
             Grad::Mapped(o, map) => (o, Target::Mapped(map)),
         };
-        let adjoint = |g: &ArrayRef<A, D>, scale: &Scale<'_, A>, out: &mut ArrayRef<A, D>| {
-            let geometry = self.adjoint_geometry(g, out)?;
-            let jobs = self.backward_jobs(t, &geometry);
-            backward(&geometry, t, scale, target, jobs)
-                .map_err(|BadIndex| internal(op, "a row out of range after the check"))
-        };
+        let bad = |BadIndex| internal(op, "a row out of range after the check");
         let Some(heads) = pool.heads() else {
-            return adjoint(grad_out, &self.scale(op, pool)?, out);
+            let scale = self.scale(op, pool)?;
+            let geometry = self.adjoint_geometry(grad_out, out)?;
+            let jobs = self.backward_jobs(t, &geometry);
+            return backward(&geometry, t, &scale, target, jobs).map_err(bad);
         };
         // Per-head weights: each head's slice is a backward with its column (decision 55),
         // every head's coefficients made before anything is written.
@@ -466,15 +465,13 @@ impl GatherReducePlan {
             .map(|h| self.scale(op, pool.head(h)))
             .collect::<Result<Vec<_>, _>>()?;
         let d = Axis(self.axis + 1);
-        for (h, scale) in scales.iter().enumerate() {
+        let mut gs = Vec::with_capacity(heads);
+        for h in 0..heads {
             let head = Slice::from(h..h + 1);
-            adjoint(
-                &grad_out.slice_axis(d, head),
-                scale,
-                &mut out.slice_axis_mut(d, head),
-            )?;
+            gs.push(self.adjoint_geometry(&grad_out.slice_axis(d, head), &mut out.slice_axis_mut(d, head))?);
         }
-        Ok(())
+        let jobs = gs.first().map_or(1, |g| self.backward_jobs(t, g));
+        backward_heads(&gs, t, &scales, target, jobs).map_err(bad)
     }
 
     /// The geometry of the adjoint: the gradient's segment rows are its input rows, and

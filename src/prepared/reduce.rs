@@ -5,7 +5,7 @@ use ndarray::{Array, ArrayRef, Dimension};
 
 use super::backward::Turned;
 use crate::axis::{AxisArg, normalize_axis};
-use crate::call::reduce::{Done, Frame, Out, check_pool, resolve_rows, with_rows};
+use crate::call::reduce::{Done, Frame, Out, check_pool, heads, resolve_rows, with_rows};
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
@@ -373,9 +373,11 @@ impl GatherReducePlan {
         let ReduceWalk::Sorted { jobs } = walk else {
             return Err(internal(op, "a plan's segments walked by ids"));
         };
-        frame.finish(out, None::<fn()>, |g: &Geometry<A>, p: &Pooler<'_, A>, _| {
-            x.sorted(g, &self.csr, p, jobs)
-        })
+        frame.finish(
+            out,
+            None::<fn()>,
+            |gs: &[Geometry<A>], ps: &[Pooler<'_, A>], _| heads(x, gs, &self.csr, ps, jobs),
+        )
     }
 }
 

@@ -10,6 +10,7 @@ use ndarray::ArrayView1;
 use super::pool::{End, divide};
 use super::{Entries, Geometry, Pooler, Tally};
 use crate::kernel::BadIndex;
+use crate::kernel::prefetch::prefetch_block;
 use crate::kernel::schedule::run_jobs;
 use crate::plan::policy::REDUCE_AHEAD;
 use crate::pool::{PoolElement, Pooling};
@@ -316,6 +317,43 @@ pub(crate) fn backward<A: PoolElement>(
         // visiting this entry alone (distinct touched rows are distinct output rows).
         unsafe { add_scaled(g, scale, o, s, pos, fresh && first) }
     })
+}
+
+/// [`backward`] of one geometry and scale per head (decision 55: each head its slice of the
+/// rows and its column of weights): each touched row's heads in turn, while its segments'
+/// rows are in the cache, the next row's segments' whole rows asked for first.
+pub(crate) fn backward_heads<A: PoolElement>(
+    gs: &[Geometry<A>],
+    t: &ByRow,
+    scales: &[Scale<'_, A>],
+    to: Target<'_>,
+    jobs: usize,
+) -> Result<(), BadIndex> {
+    let Some(first) = gs.first() else {
+        return Ok(());
+    };
+    let (fresh, span) = (to == Target::Touched, super::head_span(gs));
+    each_touched(
+        t,
+        jobs,
+        || (),
+        |_, k| {
+            if k + 1 < t.touched() {
+                for e in t.of_row(k + 1) {
+                    let (s, _) = t.entry(e);
+                    prefetch_block(first.x_row(s.min(first.rows.saturating_sub(1))), span);
+                }
+            }
+            for (g, scale) in gs.iter().zip(scales) {
+                let o = g.target(t, k, to)?;
+                // SAFETY: as `backward`'s, for each head's geometry.
+                row_entries(g, t, k, |s, pos, first| unsafe {
+                    add_scaled(g, scale, o, s, pos, fresh && first)
+                })?;
+            }
+            Ok(())
+        },
+    )
 }
 
 /// How a fused pass builds a row's gradient: scaled contributions, or through an argmax.

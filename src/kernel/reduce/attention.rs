@@ -9,7 +9,9 @@ use num_traits::Float;
 use super::Entries;
 use super::pool::better;
 use crate::kernel::BadIndex;
+use crate::kernel::prefetch::{prefetch_block, prefetch_line};
 use crate::kernel::schedule::run_jobs;
+use crate::plan::policy::REDUCE_AHEAD;
 
 /// `[P, H]` values per position and head, standard layout.
 #[derive(Clone, Copy)]
@@ -88,6 +90,20 @@ fn kept<E: Entries>(e: &E, s: usize) -> impl Iterator<Item = usize> + '_ {
     e.segment(s).filter_map(|k| e.entry(k).map(|(_, p)| p))
 }
 
+/// Asks for the rows (in `rows` of `per` values) of the entries [`REDUCE_AHEAD`] after
+/// segment `s`'s, while the segment reads its own: a segment's positions are anywhere.
+#[inline(always)]
+fn ask_ahead<A, E: Entries>(e: &E, s: usize, rows: [*const A; 2], per: usize) {
+    let end = e.segment(s).end;
+    for k in end..(end + REDUCE_AHEAD).min(e.len()) {
+        if let Some((_, p)) = e.entry(k) {
+            for v in rows {
+                prefetch_line(v.wrapping_add(p * per));
+            }
+        }
+    }
+}
+
 /// Each segment's softmax of `scores` per head into `out` (`scores`' shape, zeroed where
 /// no segment keeps the position): the segment's max subtracted, `exp`, the sum in
 /// position order, a division. A segment of `-inf` scores gives zeros; a NaN propagates.
@@ -103,6 +119,7 @@ pub(crate) fn softmax<A: Float + Send + Sync, E: Entries>(
         let (max, sum) = buf.split_at_mut(heads);
         max.fill(A::neg_infinity());
         sum.fill(A::zero());
+        ask_ahead(e, s, [scores.v.as_ptr(), out.ptr], heads);
         for p in kept(e, s) {
             for (m, v) in max.iter_mut().zip(scores.row(p)?) {
                 if better(true, m, v) {
@@ -148,6 +165,7 @@ pub(crate) fn softmax_backward<A: Float + Send + Sync, E: Entries>(
     let (heads, out) = (alpha.heads, Out::new(out, alpha.heads));
     each_segment(segments, jobs, heads, |s, dot: &mut [A]| {
         dot.fill(A::zero());
+        ask_ahead(e, s, [alpha.v.as_ptr(), g.v.as_ptr()], heads);
         for p in kept(e, s) {
             for ((d, a), g) in dot.iter_mut().zip(alpha.row(p)?).zip(g.row(p)?) {
                 *d = *d + *g * *a;
@@ -194,18 +212,27 @@ pub(crate) fn dot_rows<A: Float + Send + Sync, E: Entries>(
     jobs: usize,
 ) -> Result<(), BadIndex> {
     let out = Out::new(out, heads);
-    let per = x.len.checked_div(heads).unwrap_or(0);
+    // (Rows of no elements: sums of nothing, zero.)
+    let per = x.len.checked_div(heads).unwrap_or(0).max(1);
+    let bytes = x.len * size_of::<A>();
     each_segment(grad.rows, jobs, heads, |s, acc: &mut [A]| {
         for k in e.segment(s) {
+            // The row REDUCE_AHEAD entries on (its first block's).
+            if let Some((r, p)) = (k + REDUCE_AHEAD < e.len())
+                .then(|| e.entry(k + REDUCE_AHEAD))
+                .flatten()
+            {
+                prefetch_block(x.v.as_ptr().wrapping_add(r * x.len), bytes);
+                prefetch_line(out.ptr.wrapping_add(p * heads));
+            }
             let Some((r, p)) = e.entry(k) else { continue };
             acc.fill(A::zero());
             for b in 0..x.outer {
                 let (xr, gr) = (x.row(b, r)?, grad.row(b, s)?);
-                // The heads side by side (independent sums), each in its elements' order.
-                for j in 0..per {
-                    for (h, acc) in acc.iter_mut().enumerate() {
-                        *acc = *acc + xr[h * per + j] * gr[h * per + j];
-                    }
+                // Each head's sum in its elements' order (the heads' sums are independent:
+                // the CPU overlaps them).
+                for ((acc, xh), gh) in acc.iter_mut().zip(xr.chunks_exact(per)).zip(gr.chunks_exact(per)) {
+                    *acc = xh.iter().zip(gh).fold(*acc, |a, (x, g)| a + *x * *g);
                 }
             }
             // SAFETY: position `p` is this segment's alone.

@@ -22,7 +22,9 @@ mod runs;
 mod sort;
 mod source;
 
-pub(crate) use self::adjoint::{ArgRows, ByRow, Route, Scale, Target, backward, backward_arg, backward_each};
+pub(crate) use self::adjoint::{
+    ArgRows, ByRow, Route, Scale, Target, backward, backward_arg, backward_each, backward_heads,
+};
 pub(crate) use self::attention::{Heads, Rows, dot_rows, softmax, softmax_backward};
 pub(crate) use self::pool::{Pooler, Tally};
 #[cfg(feature = "half")]
@@ -39,7 +41,7 @@ use super::isa::Isa;
 use super::prefetch::{prefetch_block, prefetch_line};
 use super::schedule::run_jobs;
 use crate::index::GatherIndex;
-use crate::plan::policy::REDUCE_PREFETCH_MAX_BYTES;
+use crate::plan::policy::{HEAD_GROUP_ENTRIES, HEAD_ROW_MAX_BYTES, REDUCE_PREFETCH_MAX_BYTES};
 use crate::plan::reduce::Lane;
 use crate::pool::PoolElement;
 
@@ -301,6 +303,74 @@ fn sorted_from<A: PoolElement, E: Entries, R: RowSource<A>>(
         (0..chunks).try_for_each(job)
     } else {
         run_jobs(chunks, false, job).finish()
+    }
+}
+
+/// The bytes of a row that a walk of per-head geometries `gs` asks for at once: from the
+/// first head's slice to the end of the last's (rows whose heads are not runs: a line).
+pub(crate) fn head_span<A>(gs: &[Geometry<A>]) -> usize {
+    match (gs.first(), gs.last()) {
+        (Some(first), Some(last)) if last.runs() => {
+            let span = (last.x as usize).saturating_sub(first.x as usize) + last.lane.len * size_of::<A>();
+            span.min(HEAD_ROW_MAX_BYTES)
+        }
+        _ => 64,
+    }
+}
+
+/// [`sorted`] of one geometry per head (decision 55: each head its slice of the rows and
+/// its column of weights): each job walks its segments in groups of about
+/// [`HEAD_GROUP_ENTRIES`] positions, every head of a group while the group's rows are in
+/// the cache, the next group's whole rows asked for first (a head's slice alone is a
+/// line of a row: a walk per head would read the rows' lines one at a time).
+pub(crate) fn sorted_heads<A: PoolElement, E: Entries>(
+    gs: &[Geometry<A>],
+    e: &E,
+    ps: &[Pooler<'_, A>],
+    jobs: usize,
+) -> Result<(), BadIndex> {
+    let Some(first) = gs.first() else {
+        return Ok(());
+    };
+    let (n, span) = (first.segments, head_span(gs));
+    let group = |a: usize, end: usize| {
+        let start = e.segment(a).start;
+        (a + 1..end)
+            .find(|&t| e.segment(t).start - start >= HEAD_GROUP_ENTRIES)
+            .unwrap_or(end)
+    };
+    let ask = |segs: std::ops::Range<usize>| {
+        for s in segs {
+            for k in e.segment(s) {
+                if let Some((r, _)) = e.entry(k).filter(|&(r, _)| r < first.rows) {
+                    prefetch_block(first.x_row(r), span);
+                }
+            }
+        }
+    };
+    let per = n.div_ceil(jobs.max(1)).max(1);
+    let job = |c: usize| {
+        let end = ((c + 1) * per).min(n);
+        let mut at = (c * per, group(c * per, end));
+        while at.0 < end {
+            let (a, b) = at;
+            if b < end {
+                at = (b, group(b, end));
+                ask(at.0..at.1);
+            } else {
+                at = (end, end);
+            }
+            for (g, p) in gs.iter().zip(ps) {
+                // SAFETY: the chunks of segments are disjoint, one job each, and so are
+                // their groups.
+                unsafe { walk_segments(g, e, p, a..b, &runs::Input)? };
+            }
+        }
+        Ok(())
+    };
+    match n.div_ceil(per) {
+        0 | 1 => (0..n.div_ceil(per)).try_for_each(job),
+        chunks => run_jobs(chunks, false, job).finish(),
     }
 }
 
