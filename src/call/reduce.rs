@@ -116,7 +116,7 @@ pub(crate) struct Frame<'a, 'w, A, D, X: ?Sized> {
 }
 
 /// What runs the kernel for a frame: the walk the planner chose, given the geometry and
-/// the pooling (one of each, or one per head: [`heads`]), and what the call prepared (`P`:
+/// the pooling (one of each, or one per head: [`walk_sorted`]), and what the call prepared (`P`:
 /// its ids sorted).
 pub(crate) trait Walk<A, P>:
     FnOnce(&[Geometry<A>], &[Pooler<'_, A>], Option<P>) -> Result<(), BadIndex>
@@ -126,7 +126,7 @@ impl<A, P, F: FnOnce(&[Geometry<A>], &[Pooler<'_, A>], Option<P>) -> Result<(), 
 
 /// The sorted walk of `e` for one geometry ([`PoolTable::sorted`]), or for one per head
 /// (an array's: [`sorted_heads`]).
-pub(crate) fn heads<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized, E: Entries>(
+pub(crate) fn walk_sorted<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized, E: Entries>(
     x: &X,
     gs: &[Geometry<A>],
     e: &E,
@@ -495,10 +495,10 @@ fn reduce<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized, S: Source, 
                     bounds,
                     len: positions,
                 };
-                heads(x, gs, &e, ps, jobs)
+                walk_sorted(x, gs, &e, ps, jobs)
             }
             (Checked::Ids(..), ReduceWalk::SortIds { jobs, .. }, Some(Some(csr))) => {
-                heads(x, gs, &csr, ps, jobs)
+                walk_sorted(x, gs, &csr, ps, jobs)
             }
             (Checked::Ids(ids, _), ReduceWalk::ByIds { spans } | ReduceWalk::SortIds { spans, .. }, _)
                 if X::BY_IDS =>

@@ -5,7 +5,7 @@ use ndarray::{Array, ArrayRef, Dimension};
 
 use super::backward::Turned;
 use crate::axis::{AxisArg, normalize_axis};
-use crate::call::reduce::{Done, Frame, Out, check_pool, heads, resolve_rows, with_rows};
+use crate::call::reduce::{Done, Frame, Out, check_pool, resolve_rows, walk_sorted, with_rows};
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
@@ -376,7 +376,7 @@ impl GatherReducePlan {
         frame.finish(
             out,
             None::<fn()>,
-            |gs: &[Geometry<A>], ps: &[Pooler<'_, A>], _| heads(x, gs, &self.csr, ps, jobs),
+            |gs: &[Geometry<A>], ps: &[Pooler<'_, A>], _| walk_sorted(x, gs, &self.csr, ps, jobs),
         )
     }
 }
