@@ -302,6 +302,64 @@ fn backward_weights_and_softmax_backward_are_the_literal_loops() {
     assert_eq!(bits(&g), bits(&want_g));
 }
 
+#[test]
+fn heads_after_a_batch_dimension_axis_1() {
+    // x [b, n, H, d] gathered along axis 1: every weight weighs its head in each batch row.
+    let (b, n, heads, d) = (2, 5, 3, 2);
+    let (src, dst) = ([4, 0, 2, 2, 1, 4], [1, 0, 1, 2, 2, 2]);
+    let f = values(0, 4.0);
+    let x = ndarray::Array4::from_shape_fn((b, n, heads, d), |(i, r, h, j)| {
+        f(((i * n + r) * heads + h) * d + j)
+    });
+    let w = Array2::from_shape_fn((6, heads), |(p, h)| f(1000 + p * heads + h));
+    let plan = GatherReducePlan::new(x.shape(), &src, Segments::ids(&dst, 3), 1).unwrap();
+    let got = plan.apply(&x, Pooling::Mean.weighted(&w)).unwrap();
+    let g = ndarray::Array4::from_shape_fn((b, 3, heads, d), |(i, s, h, j)| {
+        f(77 + ((i * 3 + s) * heads + h) * d + j)
+    });
+    let mut grad = ndarray::Array4::<f32>::zeros(x.dim());
+    plan.backward_into(&g, Pooling::Sum.weighted(&w), &mut grad)
+        .unwrap();
+    let gw = plan.backward_weights(&x, &g).unwrap();
+    for i in 0..b {
+        for s in 0..3 {
+            for h in 0..heads {
+                let ps: Vec<usize> = (0..6).filter(|&p| dst[p] == s).collect();
+                let ws = ps.iter().fold(0.0f32, |a, &p| a + w[[p, h]]);
+                for j in 0..d {
+                    let sum = ps
+                        .iter()
+                        .fold(0.0f32, |a, &p| a + w[[p, h]] * x[[i, src[p], h, j]]);
+                    assert_eq!(got[[i, s, h, j]].to_bits(), (sum / ws).to_bits());
+                }
+            }
+        }
+    }
+    let mut want = ndarray::Array4::<f32>::zeros(x.dim());
+    for p in 0..6 {
+        for i in 0..b {
+            for h in 0..heads {
+                for j in 0..d {
+                    want[[i, src[p], h, j]] += w[[p, h]] * g[[i, dst[p], h, j]];
+                }
+            }
+        }
+    }
+    assert_eq!(bits(&grad), bits(&want));
+    // backward_weights sums over the batch rows first, then each head's elements.
+    for p in 0..6 {
+        for h in 0..heads {
+            let mut acc = 0.0f32;
+            for i in 0..b {
+                for j in 0..d {
+                    acc += x[[i, src[p], h, j]] * g[[i, dst[p], h, j]];
+                }
+            }
+            assert_eq!(gw[[p, h]].to_bits(), acc.to_bits(), "{p} {h}");
+        }
+    }
+}
+
 /// The layer's loss `Σ h · r`, `h` the plan's sum of x weighted by softmax(scores), in f64.
 fn loss(plan: &GatherReducePlan, scores: &Array2<f64>, x: &Array3<f64>, r: &Array3<f64>) -> f64 {
     let alpha = plan.softmax(scores).unwrap();
