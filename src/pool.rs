@@ -365,7 +365,20 @@ impl<'w, A> Pool<'w, A> {
 }
 
 /// The ranks weights come in: `[P]` (one per position) or `[P, H]` (one per position and
-/// head). Sealed.
+/// head, decision 55). Sealed: weights of another rank do not compile.
+///
+/// ```
+/// use ndarray::{Array2, array};
+/// use ndarray_gather::prelude::*;
+///
+/// let x = Array2::<f32>::ones((3, 2)); // 2 heads of one element
+/// let per_position = array![1.0_f32, 2.0];
+/// let per_head = array![[1.0_f32, 0.5], [2.0, 0.0]];
+/// let pool = Pooling::Sum;
+/// assert_eq!(x.gather_reduce(&[0, 2], Segments::uniform(2), 0, pool.weighted(&per_position))?, array![[3.0, 3.0]]);
+/// assert_eq!(x.gather_reduce(&[0, 2], Segments::uniform(2), 0, pool.weighted(&per_head))?, array![[3.0, 0.5]]);
+/// # Ok::<(), GatherError>(())
+/// ```
 pub trait WeightRank: ndarray::Dimension + private::Sealed {
     /// The weights as `[P, H]` columns.
     #[doc(hidden)]

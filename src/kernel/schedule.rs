@@ -44,6 +44,23 @@ pub(crate) fn run_parts<T: Send>(
     }
 }
 
+/// Runs `job(range)` for the items `0..n` in about `jobs` consecutive ranges: on the calling
+/// thread where there is one range, else as [`run_jobs`]; `Err` if any job failed.
+pub(crate) fn run_ranges(
+    n: usize,
+    jobs: usize,
+    job: impl Fn(std::ops::Range<usize>) -> Result<(), BadIndex> + Sync,
+) -> Result<(), BadIndex> {
+    let per = n.div_ceil(jobs.max(1)).max(1);
+    let chunks = n.div_ceil(per);
+    let one = |c: usize| job(c * per..((c + 1) * per).min(n));
+    if chunks <= 1 {
+        (0..chunks).try_for_each(one)
+    } else {
+        run_jobs(chunks, false, one).finish()
+    }
+}
+
 /// How a parallel run of jobs ended.
 pub(crate) struct Outcome {
     failed: bool,

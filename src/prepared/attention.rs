@@ -9,7 +9,7 @@ use super::GatherReducePlan;
 use crate::call::attention;
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
-use crate::kernel::reduce::{Entries, Rows, dot_rows};
+use crate::kernel::reduce::{Entries, RowBlocks, dot_rows};
 use crate::plan::reduce::jobs;
 
 impl GatherReducePlan {
@@ -116,7 +116,7 @@ impl GatherReducePlan {
             return Err(internal(OP, "arrays in standard layout that are not slices"));
         };
         let (outer, len) = (shape[..axis].iter().product(), shape[axis + 1..].iter().product());
-        let rows = |v, rows| Rows { v, outer, rows, len };
+        let rows = |v, rows| RowBlocks { v, outer, rows, len };
         let bytes = self.csr.len().saturating_mul(len * outer * size_of::<A>());
         let jobs = jobs(bytes, self.segments());
         let (x, g) = (rows(xv, shape[axis]), rows(gv, self.segments()));

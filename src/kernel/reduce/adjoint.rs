@@ -11,7 +11,7 @@ use super::pool::{End, divide};
 use super::{Entries, Geometry, Pooler, Tally};
 use crate::kernel::BadIndex;
 use crate::kernel::prefetch::prefetch_block;
-use crate::kernel::schedule::run_jobs;
+use crate::kernel::schedule::run_ranges;
 use crate::plan::policy::REDUCE_AHEAD;
 use crate::pool::{PoolElement, Pooling};
 
@@ -241,18 +241,10 @@ fn each_touched<S>(
     init: impl Fn() -> S + Sync,
     row: impl Fn(&mut S, usize) -> Result<(), BadIndex> + Sync,
 ) -> Result<(), BadIndex> {
-    let n = t.touched();
-    let per = n.div_ceil(jobs.max(1)).max(1);
-    let chunks = n.div_ceil(per);
-    let job = |c: usize| {
+    run_ranges(t.touched(), jobs, |rows| {
         let mut state = init();
-        (c * per..((c + 1) * per).min(n)).try_for_each(|k| row(&mut state, k))
-    };
-    if chunks <= 1 {
-        (0..chunks).try_for_each(job)
-    } else {
-        run_jobs(chunks, false, job).finish()
-    }
+        rows.into_iter().try_for_each(|k| row(&mut state, k))
+    })
 }
 
 /// Calls `f(s, pos, first)` for each entry of touched row `k`, in position order: `s` and

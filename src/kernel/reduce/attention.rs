@@ -10,7 +10,7 @@ use super::Entries;
 use super::pool::better;
 use crate::kernel::BadIndex;
 use crate::kernel::prefetch::{prefetch_block, prefetch_line};
-use crate::kernel::schedule::run_jobs;
+use crate::kernel::schedule::run_ranges;
 use crate::plan::policy::REDUCE_AHEAD;
 
 /// `[P, H]` values per position and head, standard layout.
@@ -74,15 +74,10 @@ fn each_segment<A: Float + Send>(
     scratch: usize,
     f: impl Fn(usize, &mut [A]) -> Result<(), BadIndex> + Sync,
 ) -> Result<(), BadIndex> {
-    let per = n.div_ceil(jobs.max(1)).max(1);
-    let job = |c: usize| {
+    run_ranges(n, jobs, |segs| {
         let mut buf = vec![A::zero(); scratch];
-        (c * per..((c + 1) * per).min(n)).try_for_each(|s| f(s, &mut buf))
-    };
-    match n.div_ceil(per) {
-        0 | 1 => (0..n.div_ceil(per)).try_for_each(job),
-        chunks => run_jobs(chunks, false, job).finish(),
-    }
+        segs.into_iter().try_for_each(|s| f(s, &mut buf))
+    })
 }
 
 /// The kept positions of segment `s` of `e`, in position order.
@@ -184,14 +179,14 @@ pub(crate) fn softmax_backward<A: Float + Send + Sync, E: Entries>(
 
 /// Rows in standard layout: `outer` blocks of `rows` rows of `len` elements.
 #[derive(Clone, Copy)]
-pub(crate) struct Rows<'a, A> {
+pub(crate) struct RowBlocks<'a, A> {
     pub v: &'a [A],
     pub outer: usize,
     pub rows: usize,
     pub len: usize,
 }
 
-impl<A> Rows<'_, A> {
+impl<A> RowBlocks<'_, A> {
     /// Row `r` of block `b`.
     #[inline(always)]
     fn row(&self, b: usize, r: usize) -> Result<&[A], BadIndex> {
@@ -205,8 +200,8 @@ impl<A> Rows<'_, A> {
 /// into `out[p, h]` (an SDDMM: the gradient of per-head weights).
 pub(crate) fn dot_rows<A: Float + Send + Sync, E: Entries>(
     e: &E,
-    x: Rows<'_, A>,
-    grad: Rows<'_, A>,
+    x: RowBlocks<'_, A>,
+    grad: RowBlocks<'_, A>,
     out: &mut [A],
     heads: usize,
     jobs: usize,

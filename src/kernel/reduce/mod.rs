@@ -15,6 +15,7 @@
 
 mod adjoint;
 mod attention;
+mod heads;
 mod ops;
 mod pool;
 mod quant;
@@ -25,7 +26,8 @@ mod source;
 pub(crate) use self::adjoint::{
     ArgRows, ByRow, Route, Scale, Target, backward, backward_arg, backward_each, backward_heads,
 };
-pub(crate) use self::attention::{Heads, Rows, dot_rows, softmax, softmax_backward};
+pub(crate) use self::attention::{Heads, RowBlocks, dot_rows, softmax, softmax_backward};
+pub(crate) use self::heads::{head_span, sorted_heads};
 pub(crate) use self::pool::{Pooler, Tally};
 #[cfg(feature = "half")]
 pub(crate) use self::quant::Halves;
@@ -39,9 +41,9 @@ pub(crate) use self::source::{Entries, Identity, Positions, Resolved, Row, Sourc
 use super::BadIndex;
 use super::isa::Isa;
 use super::prefetch::{prefetch_block, prefetch_line};
-use super::schedule::run_jobs;
+use super::schedule::run_ranges;
 use crate::index::GatherIndex;
-use crate::plan::policy::{HEAD_GROUP_ENTRIES, HEAD_ROW_MAX_BYTES, REDUCE_PREFETCH_MAX_BYTES};
+use crate::plan::policy::REDUCE_PREFETCH_MAX_BYTES;
 use crate::plan::reduce::Lane;
 use crate::pool::PoolElement;
 
@@ -294,84 +296,10 @@ fn sorted_from<A: PoolElement, E: Entries, R: RowSource<A>>(
     jobs: usize,
     rows: &R,
 ) -> Result<(), BadIndex> {
-    let n = g.segments;
-    let per = n.div_ceil(jobs.max(1)).max(1);
-    let chunks = n.div_ceil(per);
-    // SAFETY: the chunks of segments are disjoint, one job each.
-    let job = |c: usize| unsafe { walk_segments(g, e, p, c * per..((c + 1) * per).min(n), rows) };
-    if chunks <= 1 {
-        (0..chunks).try_for_each(job)
-    } else {
-        run_jobs(chunks, false, job).finish()
-    }
-}
-
-/// The bytes of a row that a walk of per-head geometries `gs` asks for at once: from the
-/// first head's slice to the end of the last's (rows whose heads are not runs: a line).
-pub(crate) fn head_span<A>(gs: &[Geometry<A>]) -> usize {
-    match (gs.first(), gs.last()) {
-        (Some(first), Some(last)) if last.runs() => {
-            let span = (last.x as usize).saturating_sub(first.x as usize) + last.lane.len * size_of::<A>();
-            span.min(HEAD_ROW_MAX_BYTES)
-        }
-        _ => 64,
-    }
-}
-
-/// [`sorted`] of one geometry per head (decision 55: each head its slice of the rows and
-/// its column of weights): each job walks its segments in groups of about
-/// [`HEAD_GROUP_ENTRIES`] positions, every head of a group while the group's rows are in
-/// the cache, the next group's whole rows asked for first (a head's slice alone is a
-/// line of a row: a walk per head would read the rows' lines one at a time).
-pub(crate) fn sorted_heads<A: PoolElement, E: Entries>(
-    gs: &[Geometry<A>],
-    e: &E,
-    ps: &[Pooler<'_, A>],
-    jobs: usize,
-) -> Result<(), BadIndex> {
-    let Some(first) = gs.first() else {
-        return Ok(());
-    };
-    let (n, span) = (first.segments, head_span(gs));
-    let group = |a: usize, end: usize| {
-        let start = e.segment(a).start;
-        (a + 1..end)
-            .find(|&t| e.segment(t).start - start >= HEAD_GROUP_ENTRIES)
-            .unwrap_or(end)
-    };
-    let ask = |segs: std::ops::Range<usize>| {
-        for s in segs {
-            for k in e.segment(s) {
-                if let Some((r, _)) = e.entry(k).filter(|&(r, _)| r < first.rows) {
-                    prefetch_block(first.x_row(r), span);
-                }
-            }
-        }
-    };
-    let per = n.div_ceil(jobs.max(1)).max(1);
-    let job = |c: usize| {
-        let end = ((c + 1) * per).min(n);
-        let mut at = (c * per, group(c * per, end));
-        while at.0 < end {
-            let (a, b) = at;
-            if b < end {
-                at = (b, group(b, end));
-                ask(at.0..at.1);
-            } else {
-                at = (end, end);
-            }
-            for (g, p) in gs.iter().zip(ps) {
-                // SAFETY: the chunks of segments are disjoint, one job each, and so are
-                // their groups.
-                unsafe { walk_segments(g, e, p, a..b, &runs::Input)? };
-            }
-        }
-        Ok(())
-    };
-    match n.div_ceil(per) {
-        0 | 1 => (0..n.div_ceil(per)).try_for_each(job),
-        chunks => run_jobs(chunks, false, job).finish(),
-    }
+    // SAFETY: the ranges of segments are disjoint, one job each.
+    run_ranges(g.segments, jobs, |segs| unsafe {
+        walk_segments(g, e, p, segs, rows)
+    })
 }
 
 /// Builds the segments `segs` of `e` into `g`'s output on this thread, rows from `rows`
@@ -448,13 +376,9 @@ pub(crate) fn by_ids<A: PoolElement, S: Source, J: GatherIndex>(
     p: &Pooler<'_, A>,
     spans: usize,
 ) -> Result<(), BadIndex> {
-    let n = g.segments;
-    let per = n.div_ceil(spans.max(1)).max(1);
-    let chunks = n.div_ceil(per);
     let runs = g.runs() && g.arg.is_null();
     let isa = if runs { Isa::detect() } else { Isa::Base };
-    let job = |c: usize| {
-        let span = c * per..((c + 1) * per).min(n);
+    run_ranges(g.segments, spans, |span| {
         if runs {
             // SAFETY: rows that are single runs, `isa` detected on this CPU, and this job
             // alone builds the span's segments (below `segments`).
@@ -477,12 +401,7 @@ pub(crate) fn by_ids<A: PoolElement, S: Source, J: GatherIndex>(
                 unsafe { p.finish(g, o, arg, tally) };
             },
         )
-    };
-    if chunks <= 1 {
-        (0..chunks).try_for_each(job)
-    } else {
-        run_jobs(chunks, false, job).finish()
-    }
+    })
 }
 
 /// The walk of one span of segments by ids: for each position `q` whose id falls in `span`,
