@@ -80,6 +80,17 @@ impl Pooling {
     /// `per_sample_weights`, a graph's edge weights). One weight per position; weights
     /// with `Max`, `Min` or `Prod` are an error when the pool is used (as in torch).
     ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let table = array![[1.0, 1.0], [2.0, 2.0]];
+    /// let w = [0.5, 2.0];
+    /// let bag = table.gather_reduce(&[0, 1], Segments::uniform(2), 0, Pooling::Sum.weighted(&w))?;
+    /// assert_eq!(bag, array![[4.5, 4.5]]);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
     /// Weights of shape `[P, H]` weigh per head (decision 55, a graph attention's
     /// coefficients): `weights[p, h]` multiplies the `h`-th slice of position `p`'s row
     /// along the input's first dimension after the gathered axis, which must be `H` long,
@@ -99,17 +110,6 @@ impl Pooling {
     /// let w = array![[1.0, 0.0], [0.5, 3.0]]; // [P = 2, H = 2]
     /// let h = x.gather_reduce(&[0, 1], Segments::uniform(2), 0, Pooling::Sum.weighted(&w))?;
     /// assert_eq!(h, array![[[2.0, 2.0], [6.0, 6.0]]]);
-    /// # Ok::<(), GatherError>(())
-    /// ```
-    ///
-    /// ```
-    /// use ndarray::array;
-    /// use ndarray_gather::prelude::*;
-    ///
-    /// let table = array![[1.0, 1.0], [2.0, 2.0]];
-    /// let w = [0.5, 2.0];
-    /// let bag = table.gather_reduce(&[0, 1], Segments::uniform(2), 0, Pooling::Sum.weighted(&w))?;
-    /// assert_eq!(bag, array![[4.5, 4.5]]);
     /// # Ok::<(), GatherError>(())
     /// ```
     pub fn weighted<'w, A: 'w, D: WeightRank>(self, weights: impl AsArray<'w, A, D>) -> Pool<'w, A> {
