@@ -394,7 +394,8 @@ pub enum GatherError {
     },
 
     /// An optimizer's state does not fit the table a training step updates
-    /// ([`optim`](crate::optim), decision 54): its row count, with the values.
+    /// ([`optim`](crate::optim), decisions 54 and 66): its rows or its width, with the
+    /// shapes; or a collection's list of optimizers of another length.
     #[error("{op}: the optimizer's state {detail}")]
     Optimizer {
         /// The method that was called.

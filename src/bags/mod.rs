@@ -20,7 +20,7 @@
 //! # Ok::<(), GatherError>(())
 //! ```
 
-use ndarray::{Array2, ArrayRef, ArrayView2, Ix2, s};
+use ndarray::{Array2, ArrayBase, ArrayRef, ArrayView2, ArrayViewMut2, Data, DataMut, Ix2, s};
 
 mod jagged;
 mod plan;
@@ -47,7 +47,7 @@ pub use self::plan::CollectionPlan;
 /// One table of a collection's call: an `f32` view or a [`QTable`] (decision 49). A slice
 /// of views (`&[t0.view(), t1.view()]`) converts itself; mixed kinds convert each:
 /// `&[Table::from(t0.view()), Table::from(qt1)]`.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub enum Table<'a> {
     /// Rows of `f32`.
     F32(ArrayView2<'a, f32>),
@@ -70,6 +70,83 @@ impl<'a> From<&'a Array2<f32>> for Table<'a> {
 impl<'a> From<QTable<'a>> for Table<'a> {
     fn from(t: QTable<'a>) -> Self {
         Table::Quantized(t)
+    }
+}
+
+/// What a collection's tables argument holds (decisions 49 and 67): `f32` arrays and views,
+/// owned or borrowed (`&[t0.view(), t1.view()]`, `&tables` for a `Vec<Array2<f32>>`),
+/// [`QTable`]s, or [`Table`]s when the kinds are mixed.
+///
+/// ```
+/// use ndarray::{Array2, array};
+/// use ndarray_gather::bags::{Collection, Jagged};
+/// use ndarray_gather::prelude::*;
+///
+/// let tables = vec![Array2::from_elem((3, 2), 1.0f32), Array2::from_elem((2, 1), 2.0f32)];
+/// let model = Collection::new().table(3, 2).table(2, 1).feature(0, Pooling::Sum).feature(1, Pooling::Sum);
+/// let batch = Jagged::lengths(&[0_i64, 2, 1], &[2_i64, 1], 1)?;
+/// let out = model.gather_reduce(&tables, &batch)?; // owned tables
+/// assert_eq!(out, model.gather_reduce(&[tables[0].view(), tables[1].view()], &batch)?);
+/// assert_eq!(out, array![[2.0, 2.0, 2.0]]);
+/// # Ok::<(), GatherError>(())
+/// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a table of a collection",
+    note = "a collection takes a slice of `f32` arrays or views (`&[t0.view(), t1.view()]`, `&tables`), `QTable`s, or `bags::Table`s when mixed"
+)]
+pub trait AsTable {
+    /// The table, borrowed.
+    fn as_table(&self) -> Table<'_>;
+}
+
+impl<S: Data<Elem = f32>> AsTable for ArrayBase<S, Ix2> {
+    fn as_table(&self) -> Table<'_> {
+        Table::F32(self.view())
+    }
+}
+
+impl AsTable for QTable<'_> {
+    fn as_table(&self) -> Table<'_> {
+        Table::Quantized(self.reborrow())
+    }
+}
+
+impl AsTable for Table<'_> {
+    fn as_table(&self) -> Table<'_> {
+        match self {
+            Table::F32(t) => Table::F32(t.view()),
+            Table::Quantized(q) => Table::Quantized(q.reborrow()),
+        }
+    }
+}
+
+impl<T: AsTable + ?Sized> AsTable for &T {
+    fn as_table(&self) -> Table<'_> {
+        (**self).as_table()
+    }
+}
+
+/// What a collection's mutable tables (or gradients) argument holds (decision 67): `f32`
+/// arrays or mutable views, owned or borrowed (`&mut [g0.view_mut(), g1.view_mut()]`,
+/// `&mut grads` for a `Vec<Array2<f32>>`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a mutable table of a collection",
+    note = "a collection's step and backward take `&mut [t0.view_mut(), t1.view_mut()]` or `&mut tables` (a `Vec<Array2<f32>>`)"
+)]
+pub trait TableMut {
+    /// The table, mutably borrowed.
+    fn table_mut(&mut self) -> ArrayViewMut2<'_, f32>;
+}
+
+impl<S: DataMut<Elem = f32>> TableMut for ArrayBase<S, Ix2> {
+    fn table_mut(&mut self) -> ArrayViewMut2<'_, f32> {
+        self.view_mut()
+    }
+}
+
+impl<T: TableMut + ?Sized> TableMut for &mut T {
+    fn table_mut(&mut self) -> ArrayViewMut2<'_, f32> {
+        (**self).table_mut()
     }
 }
 
@@ -170,18 +247,18 @@ impl Collection {
     /// of another number of features, a weighted feature in a batch without weights;
     /// [`Feature`](GatherError::Feature) naming the feature, its table and the single
     /// call's error (an index out of range, a pooling's).
-    pub fn gather_reduce<'t, T, I, J>(
+    pub fn gather_reduce<T, I, J>(
         &self,
         tables: &[T],
         batch: &Jagged<'_, I, J>,
     ) -> Result<Array2<f32>, GatherError>
     where
-        T: Into<Table<'t>> + Copy,
+        T: AsTable,
         I: GatherIndex,
         J: GatherIndex,
     {
         const OP: &str = "Collection::gather_reduce";
-        let tables: Vec<Table<'t>> = tables.iter().map(|&t| t.into()).collect();
+        let tables: Vec<Table<'_>> = tables.iter().map(AsTable::as_table).collect();
         let rows = self.check(OP, &tables, batch)?;
         let mut out = zeros::<f32, _>(OP, Ix2(batch.batch, self.width()))?;
         self.run(OP, &tables, batch, &rows, &mut out)?;
@@ -193,19 +270,19 @@ impl Collection {
     ///
     /// # Errors
     /// As `gather_reduce`, and [`OutputShape`](GatherError::OutputShape).
-    pub fn gather_reduce_into<'t, T, I, J>(
+    pub fn gather_reduce_into<T, I, J>(
         &self,
         tables: &[T],
         batch: &Jagged<'_, I, J>,
         out: &mut ArrayRef<f32, Ix2>,
     ) -> Result<(), GatherError>
     where
-        T: Into<Table<'t>> + Copy,
+        T: AsTable,
         I: GatherIndex,
         J: GatherIndex,
     {
         const OP: &str = "Collection::gather_reduce_into";
-        let tables: Vec<Table<'t>> = tables.iter().map(|&t| t.into()).collect();
+        let tables: Vec<Table<'_>> = tables.iter().map(AsTable::as_table).collect();
         let rows = self.check(OP, &tables, batch)?;
         let expected = [batch.batch, self.width()];
         if out.shape() != expected {

@@ -3,12 +3,12 @@
 
 use ndarray::{Array1, Array2, ArrayRef, ArrayViewMut2, Ix2, s};
 
-use super::{Collection, Jagged, Table};
+use super::{AsTable, Collection, Jagged, Table, TableMut};
 use crate::call::reduce::Rows;
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
-use crate::optim::{Optimizer, Step};
+use crate::optim::{Optimizer, Step, check_state};
 use crate::pool::{Pool, Pooling};
 use crate::prepared::GatherReducePlan;
 use crate::segments::Segments;
@@ -39,9 +39,12 @@ pub struct CollectionPlan {
     collection: Collection,
     batch: usize,
     features: Vec<Planned>,
+    /// Per table that several features read, its touched rows and each reading feature's
+    /// positions renumbered into them (planned once, for every backward and step).
+    shared: Vec<Option<Shared>>,
 }
 
-/// One feature's plan, its pool's parts and weights, and its rows (for `backward_rows`).
+/// One feature's plan, its pool's parts and weights.
 #[derive(Debug, Clone)]
 struct Planned {
     plan: GatherReducePlan,
@@ -49,10 +52,14 @@ struct Planned {
     skip: Option<i128>,
     fill: Option<f32>,
     weights: Option<Vec<f32>>,
-    /// Each position's row (`usize::MAX` where skipped).
-    rows: Vec<usize>,
-    /// Its bags' offsets into its positions.
-    bounds: Vec<usize>,
+}
+
+/// A table several features read: its touched rows (ascending) and, per reading feature in
+/// feature order, that feature's plan into those rows (decision 51's summing order).
+#[derive(Debug, Clone)]
+struct Shared {
+    touched: Vec<usize>,
+    plans: Vec<(usize, GatherReducePlan)>,
 }
 
 impl Planned {
@@ -81,6 +88,9 @@ impl Collection {
         let rows = self.check_batch(OP, batch)?;
         let b = batch.batch;
         let mut features = Vec::with_capacity(self.features.len());
+        // Each feature's rows (`usize::MAX` where skipped) and bags' bounds, for the shared
+        // tables' plans.
+        let mut positions: Vec<(Vec<usize>, Vec<usize>)> = Vec::with_capacity(self.features.len());
         for (f, (feature, rows)) in self.features.iter().zip(rows).enumerate() {
             let t = feature.table;
             let (ids, pool) = batch.feature(f, feature);
@@ -116,15 +126,65 @@ impl Collection {
                 skip: pool.skip,
                 fill: pool.fill,
                 weights: pool.weights.map(|w| w.iter().copied().collect()),
-                rows,
-                bounds,
             });
+            positions.push((rows, bounds));
         }
+        let shared = (0..self.tables.len())
+            .map(|t| self.shared(OP, t, &positions))
+            .collect::<Result<_, _>>()?;
         Ok(CollectionPlan {
             collection: self.clone(),
             batch: b,
             features,
+            shared,
         })
+    }
+
+    /// Table `t`'s touched rows and its features' plans into them, if several features
+    /// read it (`positions`: each feature's rows and bounds).
+    fn shared(
+        &self,
+        op: &'static str,
+        t: usize,
+        positions: &[(Vec<usize>, Vec<usize>)],
+    ) -> Result<Option<Shared>, GatherError> {
+        let reading: Vec<usize> = (0..self.features.len())
+            .filter(|&f| self.features[f].table == t)
+            .collect();
+        if reading.len() < 2 {
+            return Ok(None);
+        }
+        let mut touched: Vec<usize> = reading
+            .iter()
+            .flat_map(|&f| positions[f].0.iter().copied().filter(|&r| r != usize::MAX))
+            .collect();
+        touched.sort_unstable();
+        touched.dedup();
+        let d = self.tables[t].1;
+        let plans = reading
+            .iter()
+            .map(|&f| {
+                let (rows, bounds) = &positions[f];
+                let slots: Vec<i64> = rows
+                    .iter()
+                    .map(|&r| match r {
+                        usize::MAX => -1,
+                        r => touched.partition_point(|&x| x < r) as i64,
+                    })
+                    .collect();
+                let plan = GatherReducePlan::build(
+                    op,
+                    (touched.len(), d),
+                    &slots,
+                    Some(-1),
+                    Segments::indptr(bounds),
+                    0,
+                )
+                .map_err(|_| internal(op, "a renumbered plan failed"))?;
+                Ok((f, plan))
+            })
+            .collect::<Result<_, GatherError>>()?;
+        Ok(Some(Shared { touched, plans }))
     }
 }
 
@@ -142,7 +202,7 @@ impl CollectionPlan {
     ///
     /// # Errors
     /// [`Collection`](GatherError::Collection) for a table list of the wrong length or shapes.
-    pub fn apply<'t, T: Into<Table<'t>> + Copy>(&self, tables: &[T]) -> Result<Array2<f32>, GatherError> {
+    pub fn apply<T: AsTable>(&self, tables: &[T]) -> Result<Array2<f32>, GatherError> {
         const OP: &str = "CollectionPlan::apply";
         let tables = self.tables(OP, tables)?;
         let mut out = zeros::<f32, _>(OP, Ix2(self.batch, self.collection.width()))?;
@@ -154,7 +214,7 @@ impl CollectionPlan {
     ///
     /// # Errors
     /// As `apply`, and [`OutputShape`](GatherError::OutputShape).
-    pub fn apply_into<'t, T: Into<Table<'t>> + Copy>(
+    pub fn apply_into<T: AsTable>(
         &self,
         tables: &[T],
         out: &mut ArrayRef<f32, Ix2>,
@@ -166,12 +226,12 @@ impl CollectionPlan {
     }
 
     /// The tables, checked against the collection's shapes.
-    fn tables<'t, T: Into<Table<'t>> + Copy>(
+    fn tables<'t, T: AsTable>(
         &self,
         op: &'static str,
-        tables: &[T],
+        tables: &'t [T],
     ) -> Result<Vec<Table<'t>>, GatherError> {
-        let tables: Vec<Table<'t>> = tables.iter().map(|&t| t.into()).collect();
+        let tables: Vec<Table<'t>> = tables.iter().map(AsTable::as_table).collect();
         let dims: Vec<(usize, usize)> = tables.iter().map(Table::dim).collect();
         self.collection.check_tables(op, &dims)?;
         Ok(tables)
@@ -218,13 +278,14 @@ impl CollectionPlan {
     /// of another shape than `[B, Σ D_f]`; [`Collection`](GatherError::Collection) for a
     /// gradient list of another length or shapes; [`Feature`](GatherError::Feature) for a
     /// feature pooled with `Max`, `Min` or `Prod` (no backward here).
-    pub fn backward_into(
+    pub fn backward_into<G: TableMut>(
         &self,
         grad_out: &ArrayRef<f32, Ix2>,
-        grads: &mut [ArrayViewMut2<'_, f32>],
+        grads: &mut [G],
     ) -> Result<(), GatherError> {
         const OP: &str = "CollectionPlan::backward_into";
         self.check_backward(OP, grad_out)?;
+        let mut grads: Vec<ArrayViewMut2<'_, f32>> = grads.iter_mut().map(TableMut::table_mut).collect();
         let dims: Vec<(usize, usize)> = grads.iter().map(|g| g.dim()).collect();
         self.collection.check_tables(OP, &dims)?;
         let mut at = 0;
@@ -254,10 +315,7 @@ impl CollectionPlan {
         const OP: &str = "CollectionPlan::backward_rows";
         self.check_backward(OP, grad_out)?;
         (0..self.collection.tables.len())
-            .map(|t| {
-                self.table_rows(OP, grad_out, t)
-                    .map(|(rows, g)| (Array1::from(rows), g))
-            })
+            .map(|t| self.table_rows(OP, grad_out, t))
             .collect()
     }
 
@@ -289,14 +347,15 @@ impl CollectionPlan {
     /// gradients; [`Collection`](GatherError::Collection) for a list of optimizers of
     /// another length; [`Optimizer`](GatherError::Optimizer), naming the table, for a state
     /// of another row count. On `Err`, no row changed.
-    pub fn step(
+    pub fn step<T: TableMut, O: Optimizer>(
         &self,
         grad_out: &ArrayRef<f32, Ix2>,
-        tables: &mut [ArrayViewMut2<'_, f32>],
-        opts: &mut [&mut dyn Optimizer],
+        tables: &mut [T],
+        opts: &mut [O],
     ) -> Result<(), GatherError> {
         const OP: &str = "CollectionPlan::step";
         self.check_backward(OP, grad_out)?;
+        let mut tables: Vec<ArrayViewMut2<'_, f32>> = tables.iter_mut().map(TableMut::table_mut).collect();
         let dims: Vec<(usize, usize)> = tables.iter().map(|g| g.dim()).collect();
         self.collection.check_tables(OP, &dims)?;
         if opts.len() != tables.len() {
@@ -305,37 +364,40 @@ impl CollectionPlan {
                 detail: format!("has {} optimizers for {} tables", opts.len(), tables.len()),
             });
         }
-        for (t, (opt, &(rows, _))) in opts.iter().zip(&dims).enumerate() {
-            if let Some(n) = opt.rows().filter(|&n| n != rows) {
-                return Err(GatherError::Optimizer {
-                    op: OP,
-                    detail: format!("of table {t} holds {n} rows, but the table has {rows}"),
-                });
-            }
+        // Every table's optimizer before any row changes (decision 66).
+        for (t, (opt, &(rows, d))) in opts.iter().zip(&dims).enumerate() {
+            check_state(OP, Some(t), opt, rows, d)?;
         }
         for (t, (table, opt)) in tables.iter_mut().zip(opts.iter_mut()).enumerate() {
-            let mut reading = (0..self.features.len()).filter(|&f| self.collection.features[f].table == t);
-            match (reading.next(), reading.next()) {
-                // One feature: its plan's fused step (the same sums, no gradient rows).
-                (Some(f), None) => {
-                    let (at, d) = (self.column(f), self.collection.tables[t].1);
-                    let planned = &self.features[f];
-                    let g = grad_out.slice(s![.., at..at + d]);
-                    planned.plan.step(&g, planned.pool(), table, &mut **opt)
+            match &self.shared[t] {
+                // A table several features read: its rows' sums first, then each row once.
+                Some(shared) => {
+                    let grads = self.shared_rows(OP, grad_out, shared, t)?;
+                    Step::begin(OP, opt, table, 0)?.rows(&shared.touched, grads.view())
                 }
-                _ => {
-                    let (rows, grads) = self.table_rows(OP, grad_out, t)?;
-                    Step::begin(OP, &mut **opt, table, 0)?
-                        .rows(&rows, grads.view())
-                        .map_err(|()| internal(OP, "a table's touched rows out of order"))
-                }
+                None => match self.reading(t).next() {
+                    // One feature: its plan's fused step (the same sums, no gradient rows).
+                    Some(f) => {
+                        let (at, d) = (self.column(f), self.collection.tables[t].1);
+                        let planned = &self.features[f];
+                        let g = grad_out.slice(s![.., at..at + d]);
+                        planned.plan.step(&g, planned.pool(), table, opt)
+                    }
+                    // None: the step still begins (a step count advances).
+                    None => Step::begin(OP, opt, table, 0)?.rows(&[], Array2::zeros((0, dims[t].1)).view()),
+                },
             }
             .map_err(|e| match e {
-                GatherError::Optimizer { .. } => e,
+                GatherError::Optimizer { .. } | GatherError::Internal { .. } => e,
                 _ => internal(OP, "a checked step failed"),
             })?;
         }
         Ok(())
+    }
+
+    /// The features that read table `t`, in feature order.
+    fn reading(&self, t: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.features.len()).filter(move |&f| self.collection.features[f].table == t)
     }
 
     /// Table `t`'s touched rows, ascending, and their gradient rows (`backward_rows`').
@@ -344,51 +406,44 @@ impl CollectionPlan {
         op: &'static str,
         grad_out: &ArrayRef<f32, Ix2>,
         t: usize,
-    ) -> Result<(Vec<usize>, Array2<f32>), GatherError> {
+    ) -> Result<(Array1<usize>, Array2<f32>), GatherError> {
+        if let Some(shared) = &self.shared[t] {
+            let grads = self.shared_rows(op, grad_out, shared, t)?;
+            return Ok((Array1::from(shared.touched.clone()), grads));
+        }
         let d = self.collection.tables[t].1;
-        let reading: Vec<usize> = (0..self.features.len())
-            .filter(|&f| self.collection.features[f].table == t)
-            .collect();
-        // The touched rows, ascending; each feature's positions renumbered into them.
-        let mut touched: Vec<usize> = reading
-            .iter()
-            .flat_map(|&f| self.features[f].rows.iter().copied().filter(|&r| r != usize::MAX))
-            .collect();
-        touched.sort_unstable();
-        touched.dedup();
-        // (From -0.0: `-0.0 + x` is `x`, so each sum starts from its first contribution.)
-        let mut grad = Array2::from_elem((touched.len(), d), -0.0f32);
-        for &f in &reading {
-            let planned = &self.features[f];
-            let slots: Vec<i64> = planned
-                .rows
-                .iter()
-                .map(|&r| {
-                    if r == usize::MAX {
-                        -1
-                    } else {
-                        touched.partition_point(|&x| x < r) as i64
-                    }
-                })
-                .collect();
-            let at = self.column(f);
+        match self.reading(t).next() {
+            Some(f) => {
+                let at = self.column(f);
+                let planned = &self.features[f];
+                let g = grad_out.slice(s![.., at..at + d]);
+                (planned.plan.backward_rows(&g, planned.pool()))
+                    .map_err(|_| internal(op, "a checked backward failed"))
+            }
+            None => Ok((Array1::zeros(0), Array2::zeros((0, d)))),
+        }
+    }
+
+    /// A shared table's gradient rows: each feature's contributions added in (feature,
+    /// position) order, each sum from its first (from `-0.0`: `-0.0 + x` is `x`).
+    fn shared_rows(
+        &self,
+        op: &'static str,
+        grad_out: &ArrayRef<f32, Ix2>,
+        shared: &Shared,
+        t: usize,
+    ) -> Result<Array2<f32>, GatherError> {
+        let d = self.collection.tables[t].1;
+        let mut grad = Array2::from_elem((shared.touched.len(), d), -0.0f32);
+        for (f, plan) in &shared.plans {
+            let at = self.column(*f);
             let g = grad_out.slice(s![.., at..at + d]);
-            let bounds = &planned.bounds;
-            let plan = GatherReducePlan::build(
-                op,
-                (touched.len(), d),
-                &slots,
-                Some(-1),
-                Segments::indptr(bounds),
-                0,
-            )
-            .map_err(|_| internal(op, "a renumbered plan failed"))?;
-            let mut pool = planned.pool();
-            pool.skip = None;
+            let mut pool = self.features[*f].pool();
+            pool.skip = Some(-1);
             plan.backward_into(&g, pool, &mut grad)
                 .map_err(|_| internal(op, "a checked backward failed"))?;
         }
-        Ok((touched, grad))
+        Ok(grad)
     }
 
     /// Feature `f`'s first column.

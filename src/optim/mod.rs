@@ -39,7 +39,9 @@ pub(crate) use rows::Step;
 /// An optimizer a training step applies to each touched row once (decision 53: a user's own
 /// implements it). [`begin_step`](Self::begin_step) hands the step its row update, which the
 /// step's threads share, and its state: one row of floats per table row, of which each
-/// update gets its own row's.
+/// update gets its own row's. Before anything changes, a step checks the state's shape
+/// ([`state_dim`](Self::state_dim)) against the one the table needs
+/// ([`state_width`](Self::state_width) values for each of its rows: decision 66).
 ///
 /// ```
 /// use ndarray::{Array2, ArrayViewMut2, array};
@@ -60,8 +62,11 @@ pub(crate) use rows::Step;
 /// }
 ///
 /// impl Optimizer for Momentum {
-///     fn rows(&self) -> Option<usize> {
-///         Some(self.velocity.nrows())
+///     fn state_dim(&self) -> Option<(usize, usize)> {
+///         Some(self.velocity.dim())
+///     }
+///     fn state_width(&self, len: usize) -> usize {
+///         len // one velocity per value of the row
 ///     }
 ///     fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
 ///         (&self.rule, Some(self.velocity.view_mut()))
@@ -73,16 +78,92 @@ pub(crate) use rows::Step;
 /// let plan = GatherReducePlan::new(table.dim(), &[2, 2], Segments::starts(&[0]), 0)?;
 /// plan.step(&array![[1.0, 0.0]], Pooling::Sum, &mut table, &mut opt)?;
 /// assert_eq!(table, array![[1.0, 1.0], [1.0, 1.0], [0.0, 1.0]]);
+/// // A velocity of another width is refused before anything changes.
+/// let mut narrow = Momentum { rule: Rule { lr: 0.5, mu: 0.9 }, velocity: Array2::zeros((3, 1)) };
+/// let e = plan.step(&array![[1.0, 0.0]], Pooling::Sum, &mut table, &mut narrow).unwrap_err();
+/// assert_eq!(
+///     e.to_string(),
+///     "GatherReducePlan::step: the optimizer's state is [3, 1], but a table of 3 rows of 2 values needs [3, 2]"
+/// );
 /// # Ok::<(), GatherError>(())
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an optimizer",
+    note = "a step takes `&mut opt` for one table, and `&mut opts` (a `Vec` or slice of optimizers, `&mut dyn Optimizer` or `Box<dyn Optimizer>`) for a collection"
+)]
 pub trait Optimizer {
-    /// The rows its state holds, checked against the table before anything changes
-    /// (`None`: no per-row state).
-    fn rows(&self) -> Option<usize>;
+    /// Its state's shape: `(rows, values per row)`, one row per table row; `None`
+    /// without state.
+    fn state_dim(&self) -> Option<(usize, usize)>;
+
+    /// The values of state each row of a table whose rows hold `len` values needs (0: no
+    /// state). A step checks `state_dim() == Some((table rows, state_width(len)))` (or
+    /// `None` where this is 0) before anything changes.
+    fn state_width(&self, len: usize) -> usize;
 
     /// Starts a step (a step count advances here): the update every touched row gets,
-    /// and the state's rows (as many as [`rows`](Self::rows) says; `None`: none).
+    /// and the state's rows (of the shape [`state_dim`](Self::state_dim) says).
     fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>);
+}
+
+/// A borrowed optimizer, so that `&mut [&mut dyn Optimizer]` and `&mut [&mut Sgd]` pass
+/// where a step takes `&mut [O]` (decision 67).
+impl<O: Optimizer + ?Sized> Optimizer for &mut O {
+    fn state_dim(&self) -> Option<(usize, usize)> {
+        (**self).state_dim()
+    }
+
+    fn state_width(&self, len: usize) -> usize {
+        (**self).state_width(len)
+    }
+
+    fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
+        (**self).begin_step()
+    }
+}
+
+/// An owned optimizer of any kind, so that a `Vec<Box<dyn Optimizer>>` passes as
+/// `&mut opts` (decision 67).
+impl<O: Optimizer + ?Sized> Optimizer for Box<O> {
+    fn state_dim(&self) -> Option<(usize, usize)> {
+        (**self).state_dim()
+    }
+
+    fn state_width(&self, len: usize) -> usize {
+        (**self).state_width(len)
+    }
+
+    fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
+        (**self).begin_step()
+    }
+}
+
+/// `opt`'s state checked against a table of `rows` rows of `len` values (decision 66);
+/// `table` names the table in the message (a collection's).
+pub(crate) fn check_state<O: Optimizer + ?Sized>(
+    op: &'static str,
+    table: Option<usize>,
+    opt: &O,
+    rows: usize,
+    len: usize,
+) -> Result<(), crate::error::GatherError> {
+    let width = opt.state_width(len);
+    let needs = (width > 0).then_some((rows, width));
+    let found = opt.state_dim();
+    if found == needs {
+        return Ok(());
+    }
+    let shape =
+        |d: Option<(usize, usize)>| d.map_or_else(|| "none".to_string(), |(r, c)| format!("[{r}, {c}]"));
+    Err(crate::error::GatherError::Optimizer {
+        op,
+        detail: format!(
+            "{}is {}, but a table of {rows} rows of {len} values needs {}",
+            table.map_or_else(String::new, |t| format!("of table {t} ")),
+            shape(found),
+            shape(needs)
+        ),
+    })
 }
 
 /// One row's update, shared by a step's threads: `w` the row's values and `g` its summed
@@ -127,8 +208,12 @@ impl RowUpdate for Sgd {
 }
 
 impl Optimizer for Sgd {
-    fn rows(&self) -> Option<usize> {
+    fn state_dim(&self) -> Option<(usize, usize)> {
         None
+    }
+
+    fn state_width(&self, _: usize) -> usize {
+        0
     }
 
     fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
@@ -236,8 +321,12 @@ impl RowUpdate for Rowwise {
 }
 
 impl Optimizer for RowwiseAdagrad {
-    fn rows(&self) -> Option<usize> {
-        Some(self.moments.len())
+    fn state_dim(&self) -> Option<(usize, usize)> {
+        Some((self.moments.len(), 1))
+    }
+
+    fn state_width(&self, _: usize) -> usize {
+        1
     }
 
     fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
@@ -299,8 +388,12 @@ impl RowUpdate for Elementwise {
 }
 
 impl Optimizer for Adagrad {
-    fn rows(&self) -> Option<usize> {
-        Some(self.sums.nrows())
+    fn state_dim(&self) -> Option<(usize, usize)> {
+        Some(self.sums.dim())
+    }
+
+    fn state_width(&self, len: usize) -> usize {
+        len
     }
 
     fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
@@ -391,8 +484,13 @@ impl RowUpdate for Lazy {
 }
 
 impl Optimizer for Adam {
-    fn rows(&self) -> Option<usize> {
-        Some(self.moments.nrows())
+    fn state_dim(&self) -> Option<(usize, usize)> {
+        Some(self.moments.dim())
+    }
+
+    fn state_width(&self, len: usize) -> usize {
+        // Each row's first moments, then its second.
+        2 * len
     }
 
     fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {

@@ -5,8 +5,10 @@ use std::marker::PhantomData;
 
 use ndarray::{ArrayRef, ArrayView2, ArrayViewMut, Axis, RemoveAxis};
 
-use super::{Optimizer, RowUpdate};
-use crate::error::GatherError;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use super::{Optimizer, RowUpdate, check_state};
+use crate::error::{GatherError, internal};
 use crate::kernel::schedule::run_jobs;
 use crate::plan::reduce::jobs;
 
@@ -83,14 +85,17 @@ impl<'a> RowsMut<'a> {
 
 /// A step under way: the optimizer's update, the table's rows and the state's rows.
 pub(crate) struct Step<'a> {
+    op: &'static str,
     rule: &'a dyn RowUpdate,
     table: RowsMut<'a>,
     state: Option<RowsMut<'a>>,
+    /// Set by an update that could not run (a bug: the callers check first).
+    missed: AtomicBool,
 }
 
 impl<'a> Step<'a> {
-    /// Checks `opt`'s state against `table`'s rows along `axis`, then starts its step.
-    /// Nothing changes on `Err`.
+    /// Checks `opt`'s state against `table`'s rows along `axis` and their width (decision
+    /// 66), then starts its step. Nothing changes on `Err`.
     pub fn begin<D: RemoveAxis, O: Optimizer + ?Sized>(
         op: &'static str,
         opt: &'a mut O,
@@ -98,33 +103,44 @@ impl<'a> Step<'a> {
         axis: usize,
     ) -> Result<Self, GatherError> {
         let rows = table.shape()[axis];
-        let refuse = |n: usize| GatherError::Optimizer {
-            op,
-            detail: format!("holds {n} rows, but the table has {rows}"),
-        };
-        if let Some(n) = opt.rows().filter(|&n| n != rows) {
-            return Err(refuse(n));
-        }
+        let len = (table.shape().iter().enumerate())
+            .filter(|&(i, _)| i != axis)
+            .map(|(_, &n)| n)
+            .product();
+        check_state(op, None, &*opt, rows, len)?;
+        let said = opt.state_dim();
         let (rule, state) = opt.begin_step();
         let state = match state {
-            Some(s) if s.nrows() != rows => return Err(refuse(s.nrows())),
-            Some(s) => Some(RowsMut::of(s, 0)),
-            None => None,
+            Some(s) if Some(s.dim()) == said => Some(RowsMut::of(s, 0)),
+            None if said.is_none() => None,
+            state => {
+                return Err(GatherError::Optimizer {
+                    op,
+                    detail: format!(
+                        "from begin_step is {:?}, but state_dim said {said:?} (the optimizer's two methods disagree)",
+                        state.map(|s| s.dim())
+                    ),
+                });
+            }
         };
         Ok(Step {
+            op,
             rule,
             table: RowsMut::of(table.view_mut(), axis),
             state,
+            missed: AtomicBool::new(false),
         })
     }
 
-    /// Updates row `r` with its gradient `g` (the row's length).
+    /// Updates row `r` with its gradient `g` (the row's length); a row or gradient that
+    /// does not fit is recorded for [`finish`](Self::finish), never skipped silently.
     ///
     /// # Safety
     /// No other thread updates row `r` at the same time.
     #[inline]
     pub unsafe fn update(&self, r: usize, g: &[f32]) {
         if r >= self.table.rows || g.len() != self.table.len {
+            self.missed.store(true, Ordering::Relaxed);
             return;
         }
         // SAFETY: `r` is a row of the table and of the state (checked as long), this
@@ -137,12 +153,24 @@ impl<'a> Step<'a> {
         }
     }
 
+    /// Ends the step: an internal error if any update could not run.
+    pub fn finish(self) -> Result<(), GatherError> {
+        if self.missed.into_inner() {
+            return Err(internal(
+                self.op,
+                "a step's row or gradient did not fit its table",
+            ));
+        }
+        Ok(())
+    }
+
     /// Updates the distinct rows `rows` with their gradients (`grads`' rows, in order) on
-    /// the rayon pool; `Err` if the rows repeat or leave the table.
-    pub fn rows(&self, rows: &[usize], grads: ArrayView2<'_, f32>) -> Result<(), ()> {
+    /// the rayon pool, then [`finish`](Self::finish)es; an internal error (before any
+    /// update) if the rows repeat or leave the table.
+    pub fn rows(self, rows: &[usize], grads: ArrayView2<'_, f32>) -> Result<(), GatherError> {
         let distinct = rows.windows(2).all(|w| w[0] < w[1]);
         if !distinct || rows.last().is_some_and(|&r| r >= self.table.rows) || grads.nrows() != rows.len() {
-            return Err(());
+            return Err(internal(self.op, "a table's touched rows out of order"));
         }
         let grads = grads.as_standard_layout();
         let len = grads.ncols();
@@ -152,12 +180,16 @@ impl<'a> Step<'a> {
             .max(1);
         run_jobs(rows.len().div_ceil(per), false, |c| {
             for (k, &r) in rows.iter().enumerate().skip(c * per).take(per) {
+                let g = grads.row(k);
+                // (A standard-layout array's rows are slices.)
+                let g = g.as_slice().unwrap_or(&[]);
                 // SAFETY: the rows are distinct (checked), each in one job.
-                unsafe { self.update(r, &grads.row(k).as_slice().unwrap_or(&[])[..len]) };
+                unsafe { self.update(r, g) };
             }
             Ok(())
         })
         .finish()
-        .map_err(|_| ())
+        .map_err(|_| internal(self.op, "a step's job failed"))?;
+        self.finish()
     }
 }

@@ -304,7 +304,8 @@ impl GatherReducePlan {
                 unsafe { step.update(t.row(k), g) }
             }
         })
-        .map_err(|BadIndex| internal(op, "a row out of range after the check"))
+        .map_err(|BadIndex| internal(op, "a row out of range after the check"))?;
+        step.finish()
     }
 
     /// Adds into `grad_in` the gradient of a `Max` / `Min` forward through its argmax

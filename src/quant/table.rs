@@ -7,6 +7,7 @@
 
 use std::borrow::Cow;
 use std::ops::Range;
+use std::sync::Arc;
 
 use ndarray::{Array, Array2, ArrayD, ArrayRef, ArrayView2, AsArray, Axis, Dimension, Ix2};
 
@@ -32,6 +33,11 @@ use crate::table::{PoolTable, Sealed};
 /// `half`) a view of `half::f16` / `half::bf16` values, as a logical `(n, D)` table of
 /// `f32`.
 ///
+/// Rows are read in place when each row's bytes (or values) are contiguous, as in any
+/// row-major array or memory map, whatever the step between rows. Rows stored otherwise
+/// (a column-major or transposed view) are copied into a row-major table once, when the
+/// `QTable` is made, and shared by its clones (no call copies them again).
+///
 /// ```
 /// use ndarray_gather::quant::{QTable, Rowwise};
 ///
@@ -42,7 +48,7 @@ use crate::table::{PoolTable, Sealed};
 /// assert!(err.to_string().contains("rows of 3 bytes"));
 /// # Ok::<(), ndarray_gather::GatherError>(())
 /// ```
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct QTable<'a> {
     rows: Stored<'a>,
     values: usize,
@@ -59,14 +65,50 @@ pub enum Layout {
     Bf16,
 }
 
-/// The rows as given.
-#[derive(Debug, Clone, Copy)]
+/// The rows: as given, or normalised once.
+#[derive(Debug, Clone)]
 enum Stored<'a> {
-    Rowwise(ArrayView2<'a, u8>, Rowwise),
+    Rowwise(Held<'a, u8>, Rowwise),
     #[cfg(feature = "half")]
-    F16(ArrayView2<'a, ::half::f16>),
+    F16(Held<'a, ::half::f16>),
     #[cfg(feature = "half")]
-    Bf16(ArrayView2<'a, ::half::bf16>),
+    Bf16(Held<'a, ::half::bf16>),
+}
+
+/// A table's rows, each one contiguous run: the caller's view where its rows are, else a
+/// row-major copy made once and shared by the table's clones.
+#[derive(Debug, Clone)]
+enum Held<'a, T> {
+    View(ArrayView2<'a, T>),
+    Copy(Arc<Array2<T>>),
+}
+
+impl<'a, T: Clone> Held<'a, T> {
+    fn of(v: ArrayView2<'a, T>) -> Self {
+        if v.ncols() <= 1 || v.strides()[1] == 1 {
+            Held::View(v)
+        } else {
+            Held::Copy(Arc::new(v.as_standard_layout().into_owned()))
+        }
+    }
+}
+
+impl<T> Held<'_, T> {
+    /// The same rows, borrowed for a shorter time.
+    fn reborrow(&self) -> Held<'_, T> {
+        match self {
+            Held::View(v) => Held::View(v.view()),
+            Held::Copy(a) => Held::Copy(Arc::clone(a)),
+        }
+    }
+
+    /// The rows, each a contiguous run.
+    fn view(&self) -> ArrayView2<'_, T> {
+        match self {
+            Held::View(v) => v.view(),
+            Held::Copy(a) => a.view(),
+        }
+    }
 }
 
 impl<'a> QTable<'a> {
@@ -85,7 +127,7 @@ impl<'a> QTable<'a> {
     ) -> Result<Self, GatherError> {
         let values = layout.values(op, bytes.ncols())?;
         Ok(QTable {
-            rows: Stored::Rowwise(bytes, layout),
+            rows: Stored::Rowwise(Held::of(bytes), layout),
             values,
         })
     }
@@ -114,7 +156,7 @@ impl<'a> QTable<'a> {
         let rows = rows.into();
         QTable {
             values: rows.ncols(),
-            rows: Stored::F16(rows),
+            rows: Stored::F16(Held::of(rows)),
         }
     }
 
@@ -135,18 +177,33 @@ impl<'a> QTable<'a> {
         let rows = rows.into();
         QTable {
             values: rows.ncols(),
-            rows: Stored::Bf16(rows),
+            rows: Stored::Bf16(Held::of(rows)),
+        }
+    }
+
+    /// The same table, borrowed for a shorter time (a collection's call takes it so).
+    pub(crate) fn reborrow(&self) -> QTable<'_> {
+        let rows = match &self.rows {
+            Stored::Rowwise(b, l) => Stored::Rowwise(b.reborrow(), *l),
+            #[cfg(feature = "half")]
+            Stored::F16(h) => Stored::F16(h.reborrow()),
+            #[cfg(feature = "half")]
+            Stored::Bf16(h) => Stored::Bf16(h.reborrow()),
+        };
+        QTable {
+            rows,
+            values: self.values,
         }
     }
 
     /// The logical table's shape: `(rows, D)`, `D` the values of a row.
     pub fn dim(&self) -> (usize, usize) {
         let n = match &self.rows {
-            Stored::Rowwise(b, _) => b.nrows(),
+            Stored::Rowwise(b, _) => b.view().nrows(),
             #[cfg(feature = "half")]
-            Stored::F16(h) => h.nrows(),
+            Stored::F16(h) => h.view().nrows(),
             #[cfg(feature = "half")]
-            Stored::Bf16(h) => h.nrows(),
+            Stored::Bf16(h) => h.view().nrows(),
         };
         (n, self.values)
     }
@@ -164,8 +221,8 @@ impl<'a> QTable<'a> {
     /// # Ok::<(), ndarray_gather::GatherError>(())
     /// ```
     pub fn layout(&self) -> Layout {
-        match self.rows {
-            Stored::Rowwise(_, l) => Layout::Rowwise(l),
+        match &self.rows {
+            Stored::Rowwise(_, l) => Layout::Rowwise(*l),
             #[cfg(feature = "half")]
             Stored::F16(_) => Layout::F16,
             #[cfg(feature = "half")]
@@ -173,10 +230,11 @@ impl<'a> QTable<'a> {
         }
     }
 
-    /// The bytes as given, for a rowwise layout (`None` for rows of half floats).
-    pub fn bytes(&self) -> Option<ArrayView2<'a, u8>> {
-        match self.rows {
-            Stored::Rowwise(b, _) => Some(b),
+    /// The bytes, for a rowwise layout (`None` for rows of half floats): the view as
+    /// given, or its row-major copy where its rows were not contiguous.
+    pub fn bytes(&self) -> Option<ArrayView2<'_, u8>> {
+        match &self.rows {
+            Stored::Rowwise(b, _) => Some(b.view()),
             #[cfg(feature = "half")]
             _ => None,
         }
@@ -184,7 +242,7 @@ impl<'a> QTable<'a> {
 
     /// The bytes of one stored row.
     fn row_bytes(&self) -> usize {
-        match self.rows {
+        match &self.rows {
             Stored::Rowwise(_, l) => l.row_bytes(self.values),
             #[cfg(feature = "half")]
             _ => 2 * self.values,
@@ -196,7 +254,9 @@ impl<'a> QTable<'a> {
         let values = self.values;
         match &self.rows {
             Stored::Rowwise(b, l) => {
+                let b = b.view();
                 let row = b.index_axis(Axis(0), r);
+                // (Rows are contiguous: `Held::of`.)
                 let bytes = &*match row.to_slice() {
                     Some(s) => Cow::Borrowed(s),
                     None => Cow::Owned(row.to_vec()),
@@ -208,9 +268,15 @@ impl<'a> QTable<'a> {
                 }
             }
             #[cfg(feature = "half")]
-            Stored::F16(h) => out.iter_mut().zip(h.row(r)).for_each(|(o, h)| *o = h.to_f32()),
+            Stored::F16(h) => out
+                .iter_mut()
+                .zip(h.view().row(r))
+                .for_each(|(o, h)| *o = h.to_f32()),
             #[cfg(feature = "half")]
-            Stored::Bf16(h) => out.iter_mut().zip(h.row(r)).for_each(|(o, h)| *o = h.to_f32()),
+            Stored::Bf16(h) => out
+                .iter_mut()
+                .zip(h.view().row(r))
+                .for_each(|(o, h)| *o = h.to_f32()),
         }
     }
 
@@ -398,18 +464,12 @@ impl PoolTable<f32, Ix2> for QTable<'_> {
 
 impl QTable<'_> {
     /// `walk` with this table's rows as the kernel's row source: each row's bytes (or
-    /// half floats) read in place where a row is contiguous, else copied in order first.
+    /// half floats) read in place (each row is contiguous: `Held::of`).
     fn with_rows(&self, walk: impl WithRows) -> Result<(), BadIndex> {
         let values = self.values;
-        match self.rows {
+        match &self.rows {
             Stored::Rowwise(b, l) => {
-                let copy;
-                let bytes = if b.ncols() <= 1 || b.strides()[1] == 1 {
-                    b
-                } else {
-                    copy = b.as_standard_layout().into_owned();
-                    copy.view()
-                };
+                let bytes = b.view();
                 // `Quantized`'s contract: `n` rows of `row_bytes` contiguous bytes,
                 // `strides()[0]` apart (the view's, whose width `new` checked).
                 let (base, stride) = (bytes.as_ptr(), bytes.strides()[0]);
@@ -420,9 +480,9 @@ impl QTable<'_> {
                 }
             }
             #[cfg(feature = "half")]
-            Stored::F16(h) => halves::<_, false>(h, |h| h.to_bits(), |rows| walk.run(rows)),
+            Stored::F16(h) => halves::<_, false>(h.view(), |rows| walk.run(rows)),
             #[cfg(feature = "half")]
-            Stored::Bf16(h) => halves::<_, true>(h, |h| h.to_bits(), |rows| walk.run(rows)),
+            Stored::Bf16(h) => halves::<_, true>(h.view(), |rows| walk.run(rows)),
         }
     }
 }
@@ -462,24 +522,21 @@ impl<E: Entries> WithRows for Walk<'_, '_, E> {
     }
 }
 
-/// `walk` over the rows of 2-byte floats `h` as a [`Halves`] source: their bits read in
-/// place where each row's values are contiguous, else copied in order first.
+/// `walk` over the rows of 2-byte floats `h` as a [`Halves`] source, their bits read in
+/// place (each row is contiguous: `Held::of`).
 #[cfg(feature = "half")]
 fn halves<H: Copy, const BF: bool>(
     h: ArrayView2<'_, H>,
-    bits: impl Fn(&H) -> u16,
     walk: impl FnOnce(&Halves<BF>) -> Result<(), BadIndex>,
 ) -> Result<(), BadIndex> {
-    let copy;
-    let (base, stride) = if h.ncols() <= 1 || h.strides()[1] == 1 {
-        // (`half::f16` and `bf16` are `repr(transparent)` over their `u16` bits.)
-        (h.as_ptr().cast::<u16>(), h.strides()[0])
-    } else {
-        // (In row-major order: `map` would keep a column-major view's.)
-        copy = Array2::from_shape_fn(h.dim(), |(r, c)| bits(&h[[r, c]]));
-        (copy.as_ptr(), copy.strides()[0])
-    };
+    if h.ncols() > 1 && h.strides()[1] != 1 {
+        return Err(BadIndex);
+    }
+    // (`half::f16` and `bf16` are `repr(transparent)` over their `u16` bits.)
     // `Halves`' contract: `n` rows of `D` (the geometry's lane) contiguous `u16`s,
     // `stride` apart.
-    walk(&Halves { base, stride })
+    walk(&Halves {
+        base: h.as_ptr().cast::<u16>(),
+        stride: h.strides()[0],
+    })
 }

@@ -13,7 +13,7 @@ use super::{ShardedPlan, ShardedTable, Traffic};
 use crate::call::reduce::check_pool;
 use crate::error::{GatherError, internal};
 use crate::kernel::reduce::{Pooler, Scale, Tally};
-use crate::optim::{Optimizer, Step};
+use crate::optim::{Optimizer, Step, check_state};
 use crate::pool::{IntoPool, Pool, PoolElement, Pooling};
 use crate::prepared::GatherReducePlan;
 use crate::table::PoolTable;
@@ -148,8 +148,9 @@ impl ShardedPlan {
     ///
     /// # Errors
     /// As [`backward_rows`](Self::backward_rows)'s, and
-    /// [`Optimizer`](GatherError::Optimizer) for a state of another row count than this
-    /// rank's rows (every rank errs: [`Peer`](GatherError::Peer) elsewhere). No row changes
+    /// [`Optimizer`](GatherError::Optimizer) for a state of another shape than this rank's
+    /// rows need: their count, and the width the optimizer needs for the table's rows
+    /// (decision 66; every rank errs: [`Peer`](GatherError::Peer) elsewhere). No row changes
     /// on `Err`.
     pub fn step<'w, C, D>(
         &self,
@@ -167,22 +168,14 @@ impl ShardedPlan {
         let mine = table.local.shape()[0];
         let local = self
             .check_backward(OP, table, grad_out, &pool)
-            .and_then(|()| match opt.rows() {
-                Some(n) if n != mine => Err(GatherError::Optimizer {
-                    op: OP,
-                    detail: format!("holds {n} rows, but this rank has {mine}"),
-                }),
-                _ => Ok(()),
-            });
+            .and_then(|()| check_state(OP, None, &*opt, mine, grads_len(&table.shape)));
         let mut dim = grad_out.raw_dim();
         dim.slice_mut()[0] = mine;
         let (rows, grads) = self.rows_of(OP, grad_out, pool, (table.comm, table.chunk, dim), local)?;
         let grads = grads.into_shape_with_order((rows.len(), grads_len(&table.shape)));
         let grads = grads.map_err(|_| internal(OP, "gradient rows of another size"))?;
         let rows = rows.to_vec();
-        Step::begin(OP, opt, &mut table.local, 0)?
-            .rows(&rows, grads.view())
-            .map_err(|()| internal(OP, "touched rows out of order"))
+        Step::begin(OP, opt, &mut table.local, 0)?.rows(&rows, grads.view())
     }
 
     /// The local checks of a sharded backward: `table`'s rows, `grad_out`'s shape, `pool`.

@@ -57,7 +57,7 @@ fn singles(
         let p = pool_of(spec, spec.4.then(|| &weights[at..at + n as usize]));
         let t = &spec.0;
         let segs = Segments::lengths(lens);
-        cols.push(match tables[*t] {
+        cols.push(match &tables[*t] {
             Table::F32(x) => x.gather_reduce(ids, segs, 0, p).unwrap(),
             Table::Quantized(q) => q.gather_reduce(ids, segs, p).unwrap(),
         });

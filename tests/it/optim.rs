@@ -140,7 +140,7 @@ fn a_steps_errors_change_nothing() {
     assert!(matches!(e, GatherError::Optimizer { .. }), "{e}");
     assert_eq!(
         e.to_string(),
-        "GatherReducePlan::step: the optimizer's state holds 7 rows, but the table has 8"
+        "GatherReducePlan::step: the optimizer's state is [7, 1], but a table of 8 rows of 3 values needs [8, 1]"
     );
     let mut adam = Adam::new((9, 3), 0.1);
     let e = plan.step(&g, Pooling::Sum, &mut table, &mut adam).unwrap_err();
@@ -411,7 +411,7 @@ fn a_collections_step_is_each_tables_rows_then_its_optimizer() {
         .unwrap_err();
     assert_eq!(
         e.to_string(),
-        "CollectionPlan::step: the optimizer's state of table 0 holds 8 rows, but the table has 9"
+        "CollectionPlan::step: the optimizer's state of table 0 is [8, 1], but a table of 9 rows of 3 values needs [9, 1]"
     );
     let mut narrow = Array2::<f32>::zeros((5, 1));
     let opts: &mut [&mut dyn Optimizer] = &mut [&mut o0, &mut o1];
@@ -420,4 +420,266 @@ fn a_collections_step_is_each_tables_rows_then_its_optimizer() {
         .unwrap_err();
     assert!(matches!(e, GatherError::Collection { .. }), "{e}");
     assert_eq!((a0, a1), (b0, b1));
+}
+
+/// Decision 66: every optimizer's state is checked against the table's rows *and* width
+/// before anything changes, on a plan and on a collection plan (every table's first).
+mod state_shapes {
+    use ndarray::{Array2, ArrayViewMut2};
+    use ndarray_gather::GatherError;
+    use ndarray_gather::bags::{Collection, Jagged};
+    use ndarray_gather::optim::{Adagrad, Adam, Optimizer, RowUpdate, RowwiseAdagrad, Sgd};
+    use ndarray_gather::prelude::*;
+    use proptest::prelude::*;
+
+    /// A user's optimizer with a state of any shape (one velocity per value).
+    struct Momentum {
+        rule: Rule,
+        v: Array2<f32>,
+    }
+
+    struct Rule;
+
+    impl RowUpdate for Rule {
+        fn update(&self, w: &mut [f32], g: &[f32], v: &mut [f32]) {
+            for ((w, g), v) in w.iter_mut().zip(g).zip(v) {
+                *v = 0.5 * *v + g;
+                *w -= *v;
+            }
+        }
+    }
+
+    impl Optimizer for Momentum {
+        fn state_dim(&self) -> Option<(usize, usize)> {
+            Some(self.v.dim())
+        }
+        fn state_width(&self, len: usize) -> usize {
+            len
+        }
+        fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
+            (&self.rule, Some(self.v.view_mut()))
+        }
+    }
+
+    /// One optimizer of each kind with a state of `(rows, cols)` (the crate's take the
+    /// shape they are made for: Adam's is `(rows, 2 cols)`, row-wise Adagrad's `(rows, 1)`).
+    fn each(rows: usize, cols: usize) -> Vec<(&'static str, Box<dyn Optimizer>)> {
+        vec![
+            (
+                "rowwise",
+                Box::new(RowwiseAdagrad::new(rows, 0.1)) as Box<dyn Optimizer>,
+            ),
+            ("adagrad", Box::new(Adagrad::new((rows, cols), 0.1))),
+            ("adam", Box::new(Adam::new((rows, cols), 0.1))),
+            (
+                "momentum",
+                Box::new(Momentum {
+                    rule: Rule,
+                    v: Array2::zeros((rows, cols)),
+                }),
+            ),
+        ]
+    }
+
+    /// Whether a state made for `(rows, cols)` fits a `(n, d)` table.
+    fn fits(kind: &str, (rows, cols): (usize, usize), (n, d): (usize, usize)) -> bool {
+        rows == n && (kind == "rowwise" || cols == d)
+    }
+
+    fn state(o: &dyn Optimizer) -> Option<(usize, usize)> {
+        o.state_dim()
+    }
+
+    /// A plan's step with each optimizer made for `(rows, cols)` on a `(n, d)` table:
+    /// `Ok` exactly when the state fits, and on `Err` the table unchanged.
+    fn plan_case(n: usize, d: usize, rows: usize, cols: usize) {
+        let t = Array2::from_shape_fn((n, d), |(r, c)| (r * d + c) as f32 / 4.0);
+        let plan =
+            GatherReducePlan::new((n, d), &[0_i64, (n - 1) as i64, 0], Segments::starts(&[0, 1]), 0).unwrap();
+        let g = Array2::from_elem((2, d), 0.5f32);
+        for (kind, mut opt) in each(rows, cols) {
+            let before = state(&*opt);
+            let mut table = t.clone();
+            let done = plan.step(&g, Pooling::Sum, &mut table, &mut opt);
+            let want = fits(kind, (rows, cols), (n, d));
+            match done {
+                Ok(()) => {
+                    assert!(want, "{kind} of ({rows}, {cols}) on ({n}, {d}) was accepted");
+                    assert_ne!(table, t, "{kind}: a step that fits updates");
+                }
+                Err(e) => {
+                    assert!(!want, "{kind} of ({rows}, {cols}) on ({n}, {d}): {e}");
+                    assert!(matches!(e, GatherError::Optimizer { .. }), "{kind}: {e}");
+                    let s = e.to_string();
+                    assert!(s.contains(&format!("a table of {n} rows of {d} values")), "{s}");
+                    assert_eq!(table, t, "{kind}: nothing changed");
+                    assert_eq!(state(&*opt), before);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_state_of_another_width_or_row_count_is_refused_on_a_plan() {
+        let (n, d) = (5, 3);
+        for (rows, cols) in [
+            (n, d),
+            (n, d - 1),
+            (n, d + 1),
+            (n - 1, d),
+            (n + 1, d),
+            (n, 0),
+            (0, d),
+        ] {
+            plan_case(n, d, rows, cols);
+        }
+        // The case in its words: the last column would have stayed un-updated.
+        let (t, plan) = (
+            Array2::<f32>::ones((4, 2)),
+            GatherReducePlan::new((4, 2), &[1, 3], Segments::uniform(2), 0).unwrap(),
+        );
+        let mut table = t.clone();
+        let e = plan
+            .step(
+                &Array2::ones((1, 2)),
+                Pooling::Sum,
+                &mut table,
+                &mut Adagrad::new((4, 1), 0.1),
+            )
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "GatherReducePlan::step: the optimizer's state is [4, 1], but a table of 4 rows of 2 values needs [4, 2]"
+        );
+        let mut adam = Adam::new((4, 3), 0.1);
+        let e = plan
+            .step(&Array2::ones((1, 2)), Pooling::Sum, &mut table, &mut adam)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "GatherReducePlan::step: the optimizer's state is [4, 6], but a table of 4 rows of 2 values needs [4, 4]"
+        );
+        assert_eq!((adam.state().0, &table), (0, &t), "no step began, no row changed");
+        // Sgd has no state: any table.
+        plan.step(
+            &Array2::ones((1, 2)),
+            Pooling::Sum,
+            &mut table,
+            &mut Sgd::new(1.0),
+        )
+        .unwrap();
+        // The step_arg path checks the same.
+        let (_, arg) = plan.apply_arg(&table, Pooling::Max).unwrap();
+        let before = table.clone();
+        let e = plan
+            .step_arg(
+                &Array2::ones((1, 2)),
+                &arg,
+                &mut table,
+                &mut Adagrad::new((4, 3), 0.1),
+            )
+            .unwrap_err();
+        assert!(matches!(e, GatherError::Optimizer { .. }), "{e}");
+        assert_eq!(table, before);
+    }
+
+    /// An optimizer whose two methods disagree (its `begin_step` lends another state
+    /// than `state_dim` says) is an error, not a misaligned update.
+    #[test]
+    fn an_optimizer_that_contradicts_itself_is_an_error() {
+        struct Liar(Sgd, Array2<f32>);
+        impl Optimizer for Liar {
+            fn state_dim(&self) -> Option<(usize, usize)> {
+                Some((4, 2))
+            }
+            fn state_width(&self, len: usize) -> usize {
+                len
+            }
+            fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
+                (&self.0, Some(self.1.view_mut()))
+            }
+        }
+        let t = Array2::<f32>::ones((4, 2));
+        let plan = GatherReducePlan::new((4, 2), &[1, 3], Segments::uniform(2), 0).unwrap();
+        let mut table = t.clone();
+        let e = plan
+            .step(
+                &Array2::ones((1, 2)),
+                Pooling::Sum,
+                &mut table,
+                &mut Liar(Sgd::new(1.0), Array2::zeros((4, 1))),
+            )
+            .unwrap_err();
+        assert!(matches!(e, GatherError::Optimizer { .. }), "{e}");
+        assert!(
+            e.to_string().contains("the optimizer's two methods disagree"),
+            "{e}"
+        );
+        assert_eq!(table, t);
+    }
+
+    #[test]
+    fn a_collection_checks_every_tables_state_before_any_row_changes() {
+        let (t0, t1) = (
+            Array2::from_elem((6, 3), 1.0f32),
+            Array2::from_elem((4, 2), 1.0f32),
+        );
+        let model = Collection::new()
+            .table(6, 3)
+            .table(4, 2)
+            .feature(0, Pooling::Sum)
+            .feature(1, Pooling::Sum)
+            .feature(1, Pooling::Mean);
+        let batch = Jagged::lengths(&[5_i64, 3, 1, 2], &[2_i64, 1, 1], 1).unwrap();
+        let plan = model.plan(&batch).unwrap();
+        let g = Array2::from_elem((1, 7), 0.25f32);
+        // Table 0's optimizer fits; table 1's (shared by two features) is one column short.
+        for (kind, bad) in each(4, 1) {
+            if kind == "rowwise" {
+                continue;
+            }
+            let mut tables = vec![t0.clone(), t1.clone()];
+            let mut opts: Vec<Box<dyn Optimizer>> = vec![Box::new(Adagrad::new((6, 3), 0.1)), bad];
+            let e = plan.step(&g, &mut tables, &mut opts).unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "CollectionPlan::step: the optimizer's state of table 1 is [4, {}], but a table of 4 rows of 2 values needs [4, {}]",
+                    if kind == "adam" { 2 } else { 1 },
+                    if kind == "adam" { 4 } else { 2 }
+                ),
+                "{kind}"
+            );
+            assert_eq!(
+                tables,
+                vec![t0.clone(), t1.clone()],
+                "{kind}: table 0 unchanged too"
+            );
+            assert!(opts[0].state_dim() == Some((6, 3)));
+        }
+        // Owned tables and a Vec of one optimizer type pass as they are (decision 67).
+        let mut tables = vec![t0.clone(), t1.clone()];
+        let mut opts = vec![RowwiseAdagrad::new(6, 0.1), RowwiseAdagrad::new(4, 0.1)];
+        plan.step(&g, &mut tables, &mut opts).unwrap();
+        let (mut v0, mut v1) = (t0.clone(), t1.clone());
+        let mut again = vec![RowwiseAdagrad::new(6, 0.1), RowwiseAdagrad::new(4, 0.1)];
+        let mut refs: Vec<&mut RowwiseAdagrad> = again.iter_mut().collect();
+        plan.step(&g, &mut [v0.view_mut(), v1.view_mut()], &mut refs)
+            .unwrap();
+        assert_eq!(tables, vec![v0, v1], "owned tables step as views do");
+        assert_eq!(opts, again);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 64 }))]
+
+        /// States of random shapes on tables of random shapes: `Ok` exactly when the
+        /// state fits, and nothing changes otherwise.
+        #[test]
+        fn random_state_shapes_are_accepted_exactly_when_they_fit(
+            n in 1usize..6, d in 1usize..5, rows in 0usize..7, cols in 0usize..6,
+        ) {
+            plan_case(n, d, rows, cols);
+        }
+    }
 }
