@@ -530,6 +530,47 @@ pub enum GatherError {
         detail: String,
     },
 
+    /// A kind of table that a call does not take as asked: per-head weights (`[P, H]`) on
+    /// a [`QTable`](crate::quant::QTable), whose rows are whole (decision 55 weighs an
+    /// array's heads). Checked before anything is allocated or written.
+    ///
+    /// ```
+    /// use ndarray::{Array2, array};
+    /// use ndarray_gather::prelude::*;
+    /// use ndarray_gather::quant::{QTable, Rowwise};
+    ///
+    /// let q = Rowwise::Int8.quantize(&Array2::<f32>::zeros((3, 2)))?;
+    /// let w = array![[1.0f32, 2.0], [3.0, 4.0]];
+    /// let e = QTable::new(&q, Rowwise::Int8)?
+    ///     .gather_reduce(&[0, 2], Segments::uniform(2), Pooling::Sum.weighted(&w))
+    ///     .unwrap_err();
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "QTable::gather_reduce: a quantized table takes one weight per position ([P]), not weights of shape [2, 2] (per-head weights need an f32 array)"
+    /// );
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    #[error("{op}: a {kind} table {detail}")]
+    TableKind {
+        /// The method that was called.
+        op: &'static str,
+        /// The table's kind (`"quantized"`).
+        kind: &'static str,
+        /// What it does not take, with the values.
+        detail: String,
+    },
+
+    /// The ranks of a sharded call (feature `mpi`) made different calls: another pooling,
+    /// row width, argmax or weights than rank 0's (every rank must make the same call,
+    /// each with its own indices). Every rank errs before anything moves.
+    #[error("{op}: {detail}")]
+    RanksDisagree {
+        /// The method that was called.
+        op: &'static str,
+        /// This rank's call and rank 0's.
+        detail: String,
+    },
+
     /// A bug in this crate: an internal invariant did not hold. It is never expected (in
     /// debug builds it panics instead, so that tests catch it); please report it with its
     /// message.
@@ -541,10 +582,6 @@ pub enum GatherError {
         detail: &'static str,
     },
 }
-
-// ndarray's `ShapeError` is `PartialEq` without `Eq`, but its equality compares error
-// kinds, which is reflexive: so is ours.
-impl Eq for GatherError {}
 
 /// The error for an impossible state: a bug. Debug builds panic here, so that every test
 /// that reaches it fails; release builds return [`GatherError::Internal`] rather than

@@ -54,6 +54,11 @@ pub trait PoolTable<A, D>: Sealed {
     #[doc(hidden)]
     const BY_IDS: bool = true;
 
+    /// Whether per-head weights (`[P, H]`) may weigh the slices after the axis
+    /// ([`head_geometry`](Self::head_geometry)); else `[P]` weights only.
+    #[doc(hidden)]
+    const HEADS: bool = false;
+
     /// Whether the walk can write `out` (or an argmax of its strides) where it is.
     #[doc(hidden)]
     fn writes(&self, _out: &ArrayRef<A, D>) -> bool {
@@ -122,6 +127,8 @@ impl<A: PoolElement, D: Dimension> PoolTable<A, D> for ArrayRef<A, D> {
     fn dim(&self) -> D {
         self.raw_dim()
     }
+
+    const HEADS: bool = true;
 
     fn geometry(
         &self,
@@ -209,6 +216,8 @@ impl<A: PoolElement, S: Data<Elem = A>, D: Dimension> PoolTable<A, D> for ArrayB
     fn dim(&self) -> D {
         self.raw_dim()
     }
+
+    const HEADS: bool = true;
 
     fn geometry(
         &self,

@@ -458,7 +458,7 @@ impl Collection {
         } else {
             run_jobs(jobs.len(), false, walk).finish()
         };
-        done.map_err(|BadIndex| internal(op, "an index out of range after the check"))
+        done.map_err(|BadIndex| internal(op, "a walk failed after the checks passed"))
     }
 }
 

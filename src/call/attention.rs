@@ -55,7 +55,7 @@ pub(crate) fn softmax<A: Float + Send + Sync, D: Dimension, E: Entries>(
     };
     let jobs = attention_jobs::<A>(e.len(), heads, segments);
     softmax_kernel(e, segments, Heads { v, heads }, o, jobs)
-        .map_err(|_| internal(op, "a position out of range after the check"))?;
+        .map_err(|_| internal(op, "a walk failed after the checks passed"))?;
     Ok(out)
 }
 
@@ -85,7 +85,7 @@ pub(crate) fn softmax_backward<A: Float + Send + Sync, D: Dimension, E: Entries>
     let jobs = attention_jobs::<A>(e.len(), heads, segments);
     let (alpha, g) = (Heads { v: av, heads }, Heads { v: gv, heads });
     backward_kernel(e, segments, alpha, g, o, jobs)
-        .map_err(|_| internal(op, "a position out of range after the check"))?;
+        .map_err(|_| internal(op, "a walk failed after the checks passed"))?;
     Ok(out)
 }
 

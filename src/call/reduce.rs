@@ -370,7 +370,7 @@ impl<'a, 'w, A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized> Frame<'a
         if !self.x.writes(out) {
             return Err(internal(self.op, "an output the table's walk cannot write"));
         }
-        let bad = |BadIndex| internal(self.op, "an index out of range after the check");
+        let bad = |BadIndex| internal(self.op, "a walk failed after the checks passed");
         let Some(heads) = &self.heads else {
             let g = self.x.geometry(self.axis, out, arg, self.segments);
             return walk(&[g], std::slice::from_ref(&self.pooler), prepared).map_err(bad);
@@ -379,11 +379,8 @@ impl<'a, 'w, A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized> Frame<'a
         let mut gs = Vec::with_capacity(heads.len());
         for h in 0..heads.len() {
             let Some(g) = self.x.head_geometry(self.axis, out, arg, self.segments, h) else {
-                return Err(GatherError::HeadWeights {
-                    op: self.op,
-                    found: vec![self.pooler.positions, heads.len()],
-                    detail: "weigh heads, but this table's rows are quantized: [P] weights only".into(),
-                });
+                // (`check_kind` refused heads on tables without them.)
+                return Err(internal(self.op, "per-head weights on a table without heads"));
             };
             gs.push(g);
         }
@@ -536,6 +533,7 @@ pub(crate) fn gather_reduce<
     let positions = indices.len();
     // Segments, then the pool, then the indices: the order of the arguments.
     let segs = Checked::new(op, segments, positions)?;
+    check_kind::<A, D, X>(op, &pool)?;
     check_pool(
         op,
         &pool,
@@ -545,6 +543,25 @@ pub(crate) fn gather_reduce<
     )?;
     let rows = resolve_rows(op, indices, axis, dim[axis], pool.skip)?;
     with_rows!(rows, r => reduce(op, x, axis, r, positions, segs, pool, out))
+}
+
+/// Per-head weights refused on a table whose rows are whole (a `QTable`: decision 55
+/// weighs an array's heads), before anything is allocated.
+pub(crate) fn check_kind<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized>(
+    op: &'static str,
+    pool: &Pool<'_, A>,
+) -> Result<(), GatherError> {
+    match (&pool.weights, pool.heads()) {
+        (Some(w), Some(_)) if !X::HEADS => Err(GatherError::TableKind {
+            op,
+            kind: "quantized",
+            detail: format!(
+                "takes one weight per position ([P]), not weights of shape {:?} (per-head weights need an f32 array)",
+                w.shape()
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// `segment_reduce` and its `_into` form.

@@ -121,7 +121,7 @@ impl GatherReducePlan {
         let jobs = jobs(bytes, self.segments());
         let (x, g) = (rows(xv, shape[axis]), rows(gv, self.segments()));
         dot_rows(&self.csr, x, g, o, heads, jobs)
-            .map_err(|_| internal(OP, "a row out of range after the check"))?;
+            .map_err(|_| internal(OP, "a walk failed after the checks passed"))?;
         Ok(out)
     }
 }

@@ -10,6 +10,8 @@ use super::GatherReducePlan;
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::kernel::BadIndex;
+#[cfg(feature = "mpi")]
+use crate::kernel::reduce::Injective;
 use crate::kernel::reduce::{
     ArgRows, ByRow, Geometry, Pooler, Route, Scale, Target, backward, backward_arg, backward_each,
     backward_heads,
@@ -38,7 +40,7 @@ enum Grad<'o, A, D> {
     Touched(&'o mut ArrayRef<A, D>),
     /// Touched row `k` adds into row `map[k]`.
     #[cfg(feature = "mpi")]
-    Mapped(&'o mut ArrayRef<A, D>, &'o [usize]),
+    Mapped(&'o mut ArrayRef<A, D>, Injective<'o>),
 }
 
 impl GatherReducePlan {
@@ -189,7 +191,9 @@ impl GatherReducePlan {
 
     /// [`backward_into`](Self::backward_into) with touched row `k` (of
     /// [`touched`](Self::touched)) adding into row `map[k]` of `grads` (its rows along the
-    /// axis any number; `grad_out`'s shape checked, `pool` checked by the caller).
+    /// axis any number; `grad_out`'s shape checked, `pool` checked by the caller); `map`
+    /// must be strictly increasing (an internal error otherwise: no two threads share a
+    /// row).
     #[cfg(feature = "mpi")]
     pub(crate) fn backward_mapped<A: PoolElement, D: Dimension>(
         &self,
@@ -201,6 +205,7 @@ impl GatherReducePlan {
     ) -> Result<(), GatherError> {
         self.check_grads(op, grad_out, None)?;
         self.check_skip(op, &pool)?;
+        let map = Injective::new(map).ok_or_else(|| internal(op, "a map that sends two rows to one"))?;
         self.run_backward(op, grad_out, pool, Grad::Mapped(grads, map))
     }
 
@@ -304,7 +309,7 @@ impl GatherReducePlan {
                 unsafe { step.update(t.row(k), g) }
             }
         })
-        .map_err(|BadIndex| internal(op, "a row out of range after the check"))?;
+        .map_err(|BadIndex| internal(op, "a walk failed after the checks passed"))?;
         step.finish()
     }
 
@@ -349,7 +354,7 @@ impl GatherReducePlan {
         let geometry = self.adjoint_geometry(&grad_out, grad_in)?;
         let jobs = self.backward_jobs(t, &geometry);
         backward_arg(&geometry, t, ArgRows(arg.as_ptr()), Target::Dense, jobs)
-            .map_err(|BadIndex| internal(OP, "a row out of range after the check"))
+            .map_err(|BadIndex| internal(OP, "a walk failed after the checks passed"))
     }
 
     /// `arg` checked against `grad_out`: its shape, and positions of the plan.
@@ -453,7 +458,7 @@ impl GatherReducePlan {
             #[cfg(feature = "mpi")]
             Grad::Mapped(o, map) => (o, Target::Mapped(map)),
         };
-        let bad = |BadIndex| internal(op, "a row out of range after the check");
+        let bad = |BadIndex| internal(op, "a walk failed after the checks passed");
         let Some(heads) = pool.heads() else {
             let scale = self.scale(op, pool)?;
             let geometry = self.adjoint_geometry(grad_out, out)?;

@@ -5,7 +5,7 @@ use ndarray::{Array, ArrayRef, Dimension};
 
 use super::backward::Turned;
 use crate::axis::{AxisArg, normalize_axis};
-use crate::call::reduce::{Done, Frame, Out, check_pool, resolve_rows, walk_sorted, with_rows};
+use crate::call::reduce::{Done, Frame, Out, check_kind, check_pool, resolve_rows, walk_sorted, with_rows};
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
@@ -360,6 +360,7 @@ impl GatherReducePlan {
         let dim = x.dim();
         self.check_input(op, dim.slice(), None)?;
         self.check_skip(op, &pool)?;
+        check_kind::<A, D, X>(op, &pool)?;
         check_pool(
             op,
             &pool,

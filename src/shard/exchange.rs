@@ -105,11 +105,10 @@ pub(super) fn agree_pooled<C: Communicator, T>(
     let mut first = shape.code();
     comm.process_at_rank(0).broadcast_into(&mut first);
     let local = match local {
-        Ok(_) if first != shape.code() => Err(GatherError::Pooling {
+        Ok(_) if first != shape.code() => Err(GatherError::RanksDisagree {
             op,
-            pooling: shape.pooling,
             detail: format!(
-                "(as {shape}) differs from rank 0's call ({}): every rank pools the same way, over tables of one row width, each with its own weights",
+                "this rank's call ({shape}) differs from rank 0's ({}): every rank pools the same way, over tables of one row width, each with its own weights",
                 CallShape::of_code(first)
             ),
         }),

@@ -517,9 +517,26 @@ fn errors_name_the_shapes_and_write_nothing() {
         .apply(&qt, Pooling::Sum.weighted(&Array2::<f32>::ones((2, 2))))
         .unwrap_err();
     assert!(
-        err.to_string().contains("rows are quantized: [P] weights only"),
+        matches!(
+            err,
+            GatherError::TableKind {
+                kind: "quantized",
+                ..
+            }
+        ),
         "{err}"
     );
+    assert_eq!(
+        err.to_string(),
+        "GatherReducePlan::apply: a quantized table takes one weight per position ([P]), not weights of shape [2, 2] (per-head weights need an f32 array)"
+    );
+    // Before anything is written: an `_into` leaves its output as it was.
+    let mut out = Array2::<f32>::from_elem((2, 2), 7.0);
+    let err = plan
+        .apply_into(&qt, Pooling::Sum.weighted(&Array2::<f32>::ones((2, 2))), &mut out)
+        .unwrap_err();
+    assert!(matches!(err, GatherError::TableKind { .. }), "{err}");
+    assert!(out.iter().all(|&v| v == 7.0));
     // [P, 1] weights are [P] weights.
     let w1 = alpha.column(0).to_owned();
     let as_col = c

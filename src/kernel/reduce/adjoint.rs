@@ -214,7 +214,21 @@ pub(crate) enum Target<'m> {
     Touched,
     /// Row `map[k]` of an array of some rows (added to, as `Dense`).
     #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
-    Mapped(&'m [usize]),
+    Mapped(Injective<'m>),
+}
+
+/// A map of touched rows to output rows that sends no two rows to one (strictly
+/// increasing), so that the threads of distinct touched rows write distinct rows: its
+/// only constructor checks it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Injective<'m>(&'m [usize]);
+
+impl<'m> Injective<'m> {
+    /// `map`, if it is strictly increasing.
+    #[cfg_attr(not(feature = "mpi"), allow(dead_code))]
+    pub fn new(map: &'m [usize]) -> Option<Self> {
+        map.windows(2).all(|w| w[0] < w[1]).then_some(Injective(map))
+    }
 }
 
 impl<A> Geometry<A> {
@@ -224,7 +238,7 @@ impl<A> Geometry<A> {
         let r = match to {
             Target::Dense => t.rows[k] as usize,
             Target::Touched => k,
-            Target::Mapped(map) => *map.get(k).ok_or(BadIndex)?,
+            Target::Mapped(map) => *map.0.get(k).ok_or(BadIndex)?,
         };
         if r >= self.segments {
             return Err(BadIndex);

@@ -23,6 +23,8 @@ mod runs;
 mod sort;
 mod source;
 
+#[cfg(feature = "mpi")]
+pub(crate) use self::adjoint::Injective;
 pub(crate) use self::adjoint::{
     ArgRows, ByRow, Route, Scale, Target, backward, backward_arg, backward_each, backward_heads,
 };

@@ -125,7 +125,9 @@ impl Csr {
     }
 }
 
-impl Entries for Csr {
+// SAFETY: the entries are the positions counting-sorted by segment (each position once),
+// and segment `s` is `offsets[s]..offsets[s + 1]` of never-decreasing offsets: disjoint.
+unsafe impl Entries for Csr {
     #[inline(always)]
     fn len(&self) -> usize {
         self.entries.len()

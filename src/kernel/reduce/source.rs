@@ -17,7 +17,13 @@ pub(crate) trait Source: Sync {
 }
 
 /// Segments as ranges of entries, each entry a row and the position it came from.
-pub(crate) trait Entries: Sync {
+///
+/// # Safety
+/// Segments' ranges are disjoint, and each position is the position of at most one entry:
+/// so a position belongs to one segment, and a kernel that hands each segment to one
+/// thread may write at the segment's positions without a lock (the attention kernels'
+/// `Out::row`).
+pub(crate) unsafe trait Entries: Sync {
     /// The number of entries.
     fn len(&self) -> usize;
     /// Segment `s`'s entries (within `0..len()`).
@@ -35,7 +41,9 @@ pub(crate) struct Positions<'p, 'a, S, J> {
     pub len: usize,
 }
 
-impl<S: Source, J: GatherIndex> Entries for Positions<'_, '_, S, J> {
+// SAFETY: entry `k` is position `k`, and the segments are `bounds`' ranges, which never
+// decrease (`Bounds`' checks): disjoint.
+unsafe impl<S: Source, J: GatherIndex> Entries for Positions<'_, '_, S, J> {
     #[inline(always)]
     fn len(&self) -> usize {
         self.len
