@@ -8,6 +8,7 @@
 use mpi::traits::*;
 use ndarray::Array2;
 use ndarray_gather::prelude::*;
+use ndarray_gather::shard::mpi;
 use ndarray_gather::shard::{Rows, ShardedTable};
 
 fn main() -> Result<(), GatherError> {

@@ -580,7 +580,7 @@ pub(crate) fn segment_reduce<A: PoolElement, D: Dimension, J: GatherIndex>(
         op,
         &pool,
         positions,
-        matches!(out, Out::Arg),
+        matches!(out, Out::Arg | Out::ArgInto(..)),
         Some((x.shape(), axis)),
     )?;
     if let Some(v) = pool.skip {

@@ -195,6 +195,45 @@ where
         })
     }
 
+    /// [`gather_reduce_arg`](Self::gather_reduce_arg) into `out` and `arg`, which must both
+    /// have the output's shape (any layouts): with
+    /// [`gather_reduce_into`](Self::gather_reduce_into), the call with no allocation.
+    ///
+    /// # Errors
+    /// As `gather_reduce_arg`, and [`OutputShape`](GatherError::OutputShape) for an `out`
+    /// or `arg` of another shape. On `Err`, both are unchanged.
+    ///
+    /// ```
+    /// use ndarray::{Array2, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let x = array![[1.0, 9.0], [4.0, 2.0], [4.0, 0.0]];
+    /// let (mut m, mut arg) = (Array2::zeros((2, 2)), Array2::zeros((2, 2)));
+    /// x.gather_reduce_arg_into(&[0, 1, 2], Segments::ids(&[0, 0, 1], 2), 0, Pooling::Min, &mut m, &mut arg)?;
+    /// assert_eq!((m, arg), (array![[1.0, 2.0], [4.0, 0.0]], array![[0, 1], [2, 2]]));
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    #[doc(alias = "scatter_max", alias = "scatter_min")]
+    fn gather_reduce_arg_into<'w, I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        indices: impl IndexArray<I, E>,
+        segments: Segments<'_, J>,
+        axis: impl AxisArg,
+        pool: impl IntoPool<'w, A>,
+        out: &mut ArrayRef<A, D>,
+        arg: &mut ArrayRef<usize, D>,
+    ) -> Result<(), GatherError>
+    where
+        A: 'w,
+    {
+        let op = "gather_reduce_arg_into";
+        let x = self.array_ref();
+        indices.with_ref(op, |ix| {
+            let out = Out::ArgInto(out, arg);
+            reduce::gather_reduce(op, x, ix, &segments, axis.signed(), pool.into_pool(), out).map(|_| ())
+        })
+    }
+
     /// Pools the input's own slices along `axis` by segments: position `p` is slice `p`
     /// (`torch.segment_reduce`, TF's `segment_*` and `unsorted_segment_*`, JAX's
     /// `ops.segment_*`). A pool's `.skip` is an error here (there are no indices).
@@ -270,6 +309,80 @@ where
             axis.signed(),
             pool.into_pool(),
             Out::Into(out),
+        )
+        .map(|_| ())
+    }
+
+    /// [`segment_reduce`](Self::segment_reduce) with `Max` or `Min`, and for each output
+    /// element the position (the slice along `axis`) its value came from: the first of
+    /// ties; an empty segment's is the number of positions (`torch_scatter.scatter_max`'s
+    /// argmax of `src` itself, TF's `unsorted_segment_max` with its positions).
+    ///
+    /// # Errors
+    /// As `segment_reduce`, and [`Pooling`](GatherError::Pooling) for a pooling other than
+    /// `Max` and `Min`.
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let x = array![[1.0, 9.0], [4.0, 2.0], [4.0, 0.0]];
+    /// // torch_scatter.scatter_max(x, [0, 0, 0], dim=0, dim_size=2)
+    /// let (m, arg) = x.segment_reduce_arg(Segments::ids(&[0, 0, 0], 2), 0, Pooling::Max)?;
+    /// assert_eq!((m, arg), (array![[4.0, 9.0], [0.0, 0.0]], array![[1, 0], [3, 3]]));
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    #[doc(alias = "scatter_max", alias = "unsorted_segment_max")]
+    #[allow(clippy::type_complexity)]
+    fn segment_reduce_arg<'w, J: GatherIndex>(
+        &self,
+        segments: Segments<'_, J>,
+        axis: impl AxisArg,
+        pool: impl IntoPool<'w, A>,
+    ) -> Result<(Array<A, D>, Array<usize, D>), GatherError>
+    where
+        A: 'w,
+    {
+        let op = "segment_reduce_arg";
+        let x = self.array_ref();
+        reduce::segment_reduce(op, x, &segments, axis.signed(), pool.into_pool(), Out::Arg)?.with_arg(op)
+    }
+
+    /// [`segment_reduce_arg`](Self::segment_reduce_arg) into `out` and `arg`, which must
+    /// both have the output's shape (any layouts); on `Err`, both are unchanged.
+    ///
+    /// # Errors
+    /// As `segment_reduce_arg`, and [`OutputShape`](GatherError::OutputShape).
+    ///
+    /// ```
+    /// use ndarray::{Array1, array};
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let (mut m, mut arg) = (Array1::zeros(2), Array1::zeros(2));
+    /// array![3, 1, 2].segment_reduce_arg_into(Segments::indptr(&[0, 2, 3]), 0, Pooling::Min, &mut m, &mut arg)?;
+    /// assert_eq!((m, arg), (array![1, 2], array![1, 2]));
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    fn segment_reduce_arg_into<'w, J: GatherIndex>(
+        &self,
+        segments: Segments<'_, J>,
+        axis: impl AxisArg,
+        pool: impl IntoPool<'w, A>,
+        out: &mut ArrayRef<A, D>,
+        arg: &mut ArrayRef<usize, D>,
+    ) -> Result<(), GatherError>
+    where
+        A: 'w,
+    {
+        let op = "segment_reduce_arg_into";
+        let out = Out::ArgInto(out, arg);
+        reduce::segment_reduce(
+            op,
+            self.array_ref(),
+            &segments,
+            axis.signed(),
+            pool.into_pool(),
+            out,
         )
         .map(|_| ())
     }

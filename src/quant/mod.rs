@@ -27,12 +27,18 @@ use self::rows::quantize_rows;
 #[cfg(target_arch = "x86_64")]
 use self::rows::quantize_rows_avx2;
 pub use self::table::{Layout, QTable};
+
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::kernel::isa::Isa;
 use crate::kernel::schedule;
 use crate::plan::policy::QUANTIZE_RANGE_BYTES;
 use crate::plan::{Ranges, worth_parallel};
+/// The `half` crate this crate's `f16` / `bf16` rows are (feature `half`, decision 68):
+/// `ndarray_gather::quant::half::f16` without a dependency of your own.
+#[cfg(feature = "half")]
+#[cfg_attr(docsrs, doc(cfg(feature = "half")))]
+pub use ::half;
 
 /// A rowwise quantized layout, byte for byte as PyTorch stores it (decision 45). A row of
 /// `D` values is:

@@ -138,7 +138,7 @@ impl<'a> QTable<'a> {
     /// half).
     ///
     /// ```
-    /// use half::f16;
+    /// use ndarray_gather::quant::half::f16;
     /// use ndarray::{Array2, array};
     /// use ndarray_gather::prelude::*;
     /// use ndarray_gather::quant::QTable;
@@ -163,7 +163,7 @@ impl<'a> QTable<'a> {
     /// A table of bfloat16 values (`[n, D]`, any memory order), as [`f16`](Self::f16).
     ///
     /// ```
-    /// use half::bf16;
+    /// use ndarray_gather::quant::half::bf16;
     /// use ndarray::array;
     /// use ndarray_gather::quant::QTable;
     ///
@@ -320,6 +320,38 @@ impl<'a> QTable<'a> {
         const OP: &str = "QTable::gather_reduce";
         indices.with_ref(OP, |ix| {
             gather_reduce(OP, self, ix, &segments, 0, pool.into_pool(), Out::Fresh)?.fresh(OP)
+        })
+    }
+
+    /// [`gather_reduce`](Self::gather_reduce) into `out` (`[segments, D]`, any layout):
+    /// the call with no allocation but small per-call tallies. On `Err`, `out` is
+    /// unchanged.
+    ///
+    /// ```
+    /// use ndarray::{Array2, array};
+    /// use ndarray_gather::prelude::*;
+    /// use ndarray_gather::quant::{QTable, Rowwise};
+    ///
+    /// let q = Rowwise::Int8.quantize(&array![[0.0, 255.0], [1.0, 1.0], [-2.0, 2.0]])?;
+    /// let qt = QTable::new(&q, Rowwise::Int8)?;
+    /// let mut out = Array2::zeros((2, 2));
+    /// qt.gather_reduce_into(&[2, 0, 1], Segments::starts(&[0, 2]), Pooling::Sum, &mut out)?;
+    /// assert_eq!(out, qt.gather_reduce(&[2, 0, 1], Segments::starts(&[0, 2]), Pooling::Sum)?);
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As `gather_reduce`'s, and [`OutputShape`](GatherError::OutputShape).
+    pub fn gather_reduce_into<'w, I: GatherIndex, E: Dimension, J: GatherIndex>(
+        &self,
+        indices: impl IndexArray<I, E>,
+        segments: Segments<'_, J>,
+        pool: impl IntoPool<'w, f32>,
+        out: &mut ArrayRef<f32, Ix2>,
+    ) -> Result<(), GatherError> {
+        const OP: &str = "QTable::gather_reduce_into";
+        indices.with_ref(OP, |ix| {
+            gather_reduce(OP, self, ix, &segments, 0, pool.into_pool(), Out::Into(out)).map(|_| ())
         })
     }
 

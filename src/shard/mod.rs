@@ -15,9 +15,11 @@
 //! [`GatherError::Peer`]) and nothing was written anywhere. Every rank pools the same
 //! way (the same pooling, weighted or not, with or without the argmax: what travels
 //! depends on it), each with its own weights; a rank whose call differs from rank 0's
-//! gets a [`GatherError::Pooling`] that says so.
+//! gets a [`GatherError::RanksDisagree`] that says so. The crate re-exports [`mpi`]
+//! (rsmpi), so a program names only `ndarray-gather` in its `Cargo.toml`.
 //!
 //! ```no_run
+//! use ndarray_gather::shard::mpi;
 //! use mpi::traits::*;
 //! use ndarray::Array2;
 //! use ndarray_gather::prelude::*;
@@ -51,6 +53,11 @@ mod spare;
 
 use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
+
+/// The `mpi` crate (rsmpi) this crate is built with (decision 68): `use
+/// ndarray_gather::shard::mpi::traits::*;` and `mpi::initialize()` without a dependency of
+/// your own, at the version the sharded calls take.
+pub use ::mpi;
 
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence, Root};
 use ndarray::{Array, ArrayD, ArrayRef, ArrayView1, Dimension, IxDyn};

@@ -221,7 +221,7 @@ impl ShardedPlan {
         T: PoolTable<A, D>,
     {
         let op = "ShardedPlan::apply";
-        let (out, _) = self.run(op, table, pool.into_pool(), false, None)?;
+        let (out, _) = self.run(op, table, pool.into_pool(), false, &[], None)?;
         into_dim(
             op,
             out.ok_or_else(|| crate::error::internal(op, "an output was asked for"))?,
@@ -246,7 +246,8 @@ impl ShardedPlan {
         T: PoolTable<A, D>,
     {
         let op = "ShardedPlan::apply_into";
-        if let (Some(got), _) = self.run(op, table, pool.into_pool(), false, Some(out))? {
+        let found = [out.shape().to_vec()];
+        if let (Some(got), _) = self.run(op, table, pool.into_pool(), false, &found, Some(out))? {
             out.assign(&into_dim::<A, D>(op, got)?);
         }
         Ok(())
@@ -271,15 +272,65 @@ impl ShardedPlan {
         T: PoolTable<A, D>,
     {
         let op = "ShardedPlan::apply_arg";
-        let (out, arg) = self.run(op, table, pool.into_pool(), true, None)?;
+        let (out, arg) = self.run(op, table, pool.into_pool(), true, &[], None)?;
         match (out, arg) {
             (Some(out), Some(arg)) => Ok((into_dim(op, out)?, into_dim(op, arg)?)),
             _ => Err(crate::error::internal(op, "an argmax was asked for")),
         }
     }
 
-    /// The checks (this rank's), the agreement, and the routed pooling: the output (and
-    /// argmax), or `None` where it was written into `into` (one rank).
+    /// [`apply_arg`](Self::apply_arg) into `out` and `arg`, which must both have the
+    /// output's shape (any layouts). Collective; on `Err` (on every rank, as `apply`'s),
+    /// both are unchanged.
+    ///
+    /// ```no_run
+    /// use mpi::traits::*;
+    /// use ndarray::Array2;
+    /// use ndarray_gather::prelude::*;
+    /// use ndarray_gather::shard::{Rows, ShardedTable};
+    ///
+    /// let universe = mpi::initialize().unwrap();
+    /// let world = universe.world();
+    /// let rows = Rows::even(10, world.size() as usize);
+    /// let mine = rows.range(world.rank() as usize).len();
+    /// let table = ShardedTable::new(&world, Array2::<f32>::ones((mine, 4)), rows)?;
+    /// let plan = table.plan(&[0_i64, 9, 3], Segments::starts(&[0, 2]))?;
+    /// let (mut m, mut arg) = (Array2::zeros((2, 4)), Array2::zeros((2, 4)));
+    /// plan.apply_arg_into(&table, Pooling::Max, &mut m, &mut arg)?;
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`apply_arg`](Self::apply_arg), and [`OutputShape`](GatherError::OutputShape)
+    /// for an `out` or `arg` of another shape.
+    pub fn apply_arg_into<'w, C, A, D, T>(
+        &self,
+        table: &ShardedTable<'_, C, A, D, T>,
+        pool: impl IntoPool<'w, A>,
+        out: &mut ArrayRef<A, D>,
+        arg: &mut ArrayRef<usize, D>,
+    ) -> Result<(), GatherError>
+    where
+        C: Communicator + CommunicatorCollectives,
+        A: PoolElement + Equivalence + Copy + Default + 'w,
+        D: Dimension,
+        T: PoolTable<A, D>,
+    {
+        let op = "ShardedPlan::apply_arg_into";
+        let found = [out.shape().to_vec(), arg.shape().to_vec()];
+        match self.run(op, table, pool.into_pool(), true, &found, None)? {
+            (Some(m), Some(a)) => {
+                out.assign(&into_dim::<A, D>(op, m)?);
+                arg.assign(&into_dim::<usize, D>(op, a)?);
+                Ok(())
+            }
+            _ => Err(crate::error::internal(op, "an argmax was asked for")),
+        }
+    }
+
+    /// The checks (this rank's; `found`: the shapes of the caller's outputs), the
+    /// agreement, and the routed pooling: the output (and argmax), or `None` where it was
+    /// written into `into` (one rank).
     #[allow(clippy::type_complexity)]
     fn run<C, A, D, T>(
         &self,
@@ -287,6 +338,7 @@ impl ShardedPlan {
         table: &ShardedTable<'_, C, A, D, T>,
         pool: Pool<'_, A>,
         arg: bool,
+        found: &[Vec<usize>],
         into: Option<&mut ArrayRef<A, D>>,
     ) -> Result<(Option<ndarray::ArrayD<A>>, Option<ndarray::ArrayD<usize>>), GatherError>
     where
@@ -302,13 +354,13 @@ impl ShardedPlan {
             self.check_table(op, table)?;
             self.check_skip(op, &pool)?;
             check_pool(op, &pool, self.positions(), arg, None)?;
-            match &into {
-                Some(found) if found.shape() != &shape[..] => Err(GatherError::OutputShape {
+            match found.iter().find(|f| f[..] != shape[..]) {
+                Some(f) => Err(GatherError::OutputShape {
                     op,
                     expected: shape.clone(),
-                    found: found.shape().to_vec(),
+                    found: f.clone(),
                 }),
-                _ => Ok(()),
+                None => Ok(()),
             }
         })();
         let mut traffic = Traffic::default();

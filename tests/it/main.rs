@@ -5,6 +5,7 @@ mod attention;
 mod axes;
 mod bags;
 mod bounds;
+mod coherence;
 mod docs;
 mod errors;
 // Files and memory maps: not under Miri (its isolation has no file system; its build

@@ -371,6 +371,13 @@ pub fn run() {
                     .gather_reduce(&b.ids, b.segments(), pooling.skip(-1))
                     .unwrap();
                 assert_eq!(bits(&skip), bits(&want), "seed {seed} {pooling:?}: plan_skipping");
+                // A pool without `.skip` uses the plan's (decision 69).
+                let plain = skipping.apply(&moving, pooling).unwrap();
+                assert_eq!(
+                    bits(&plain),
+                    bits(&want),
+                    "seed {seed} {pooling:?}: the plan's skip"
+                );
             }
             let weighted = Pooling::SqrtN.weighted(&b.weights);
             assert_eq!(
@@ -382,7 +389,34 @@ pub fn run() {
             let (m1, arg1) = moving
                 .gather_reduce_arg(&b.ids, b.segments(), Pooling::Min)
                 .unwrap();
-            assert_eq!((bits(&m), arg), (bits(&m1), arg1), "seed {seed}: plan's arg");
+            assert_eq!((bits(&m), &arg), (bits(&m1), &arg1), "seed {seed}: plan's arg");
+            // Its `_into` twin (decision 69): the same, into a column-major `out`.
+            let mut into = Array2::from_elem(m.raw_dim().f(), f32::NAN);
+            let mut arg_into = Array2::from_elem(m.raw_dim(), usize::MAX);
+            plan.apply_arg_into(&moving, Pooling::Min, &mut into, &mut arg_into)
+                .unwrap();
+            assert_eq!(
+                (bits(&into), &arg_into),
+                (bits(&m), &arg),
+                "seed {seed}: apply_arg_into"
+            );
+            // A wrong `arg` shape on the last rank only: every rank errs, nothing written.
+            let last = ranks - 1;
+            let mut short = Array2::from_elem((m.nrows() + usize::from(me == last), m.ncols()), 7usize);
+            match (
+                me == last,
+                plan.apply_arg_into(&moving, Pooling::Min, &mut into, &mut short),
+            ) {
+                (true, Err(GatherError::OutputShape { .. })) => {}
+                (false, Err(GatherError::Peer { rank, .. })) if rank == last => {}
+                (_, r) => {
+                    panic!("seed {seed}: rank {me} of apply_arg_into with a bad arg on {last} gave {r:?}")
+                }
+            }
+            assert!(
+                short.iter().all(|&a| a == 7) && bits(&into) == bits(&m),
+                "seed {seed}: a refused apply_arg_into wrote"
+            );
             // A training step: every local value changes, the routing does not.
             moving.local_mut().mapv_inplace(|v| v * 0.5 - 1.0);
         }
