@@ -127,7 +127,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
             let ids = &values[at..at + n];
             let p = pool_of(spec, spec.4.then(|| &weights[at..at + n]));
             let d = shapes[spec.0].1;
-            let got = match tables[spec.0] {
+            let got = match &tables[spec.0] {
                 Table::F32(x) => x.gather_reduce(ids, Segments::lengths(lens), 0, p),
                 Table::Quantized(q) => q.gather_reduce(ids, Segments::lengths(lens), p),
             }

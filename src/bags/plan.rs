@@ -323,7 +323,11 @@ impl CollectionPlan {
     /// as [`backward_rows`](Self::backward_rows) builds them, then each row updated once by
     /// that table's optimizer (`opts[t]` for `tables[t]`; any mix of optimizers), a table
     /// at a time. A table one feature reads steps in its feature's plan's fused pass
-    /// ([`GatherReducePlan::step`]); a shared table's rows are built first. A table no feature reads still begins a step (its step count advances).
+    /// ([`GatherReducePlan::step`]); a shared table's rows (planned with the batch) are
+    /// summed first. A table no feature reads still begins a step (its step count
+    /// advances). The tables are owned arrays or views (`&mut tables`, `&mut [t0.view_mut(),
+    /// ..]`), the optimizers any slice of them (decision 67): a `Vec<Box<dyn Optimizer>>`, a
+    /// `Vec` of one kind, or `&mut [&mut dyn Optimizer]`.
     ///
     /// ```
     /// use ndarray::{Array2, array};
@@ -331,14 +335,13 @@ impl CollectionPlan {
     /// use ndarray_gather::optim::{Adam, Optimizer, Sgd};
     /// use ndarray_gather::prelude::*;
     ///
-    /// let (mut t0, mut t1) = (Array2::from_elem((4, 2), 1.0f32), Array2::from_elem((3, 1), 1.0f32));
+    /// let mut tables = vec![Array2::from_elem((4, 2), 1.0f32), Array2::from_elem((3, 1), 1.0f32)];
     /// let model = Collection::new().table(4, 2).table(3, 1).feature(0, Pooling::Sum).feature(1, Pooling::Sum);
     /// let plan = model.plan(&Jagged::lengths(&[3_i64, 2], &[1_i64, 1], 1)?)?;
-    /// let (mut sgd, mut adam) = (Sgd::new(0.5), Adam::new((3, 1), 0.1));
-    /// let opts: &mut [&mut dyn Optimizer] = &mut [&mut sgd, &mut adam];
-    /// plan.step(&array![[2.0, 4.0, 1.0]], &mut [t0.view_mut(), t1.view_mut()], opts)?;
-    /// assert_eq!(t0.row(3), array![0.0, -1.0]);
-    /// assert!((t1[[2, 0]] - 0.9).abs() < 1e-6); // Adam's first step moves by lr
+    /// let mut opts: Vec<Box<dyn Optimizer>> = vec![Box::new(Sgd::new(0.5)), Box::new(Adam::new((3, 1), 0.1))];
+    /// plan.step(&array![[2.0, 4.0, 1.0]], &mut tables, &mut opts)?;
+    /// assert_eq!(tables[0].row(3), array![0.0, -1.0]);
+    /// assert!((tables[1][[2, 0]] - 0.9).abs() < 1e-6); // Adam's first step moves by lr
     /// # Ok::<(), GatherError>(())
     /// ```
     ///
@@ -346,7 +349,9 @@ impl CollectionPlan {
     /// As [`backward_into`](Self::backward_into)'s, with the tables in place of the
     /// gradients; [`Collection`](GatherError::Collection) for a list of optimizers of
     /// another length; [`Optimizer`](GatherError::Optimizer), naming the table, for a state
-    /// of another row count. On `Err`, no row changed.
+    /// of another shape than its table needs (rows, or the width the optimizer needs for
+    /// the table's rows: decision 66), every table's checked first. On `Err`, no row
+    /// changed.
     pub fn step<T: TableMut, O: Optimizer>(
         &self,
         grad_out: &ArrayRef<f32, Ix2>,

@@ -215,7 +215,8 @@ impl GatherReducePlan {
     /// update), in one pass with no gradient array: each thread builds a row's gradient
     /// and updates the row. The same bits on any thread count. `table` has the plan's input
     /// shape with `grad_out`'s rows (any layout); `opt`'s state, as many rows as the table
-    /// along the axis.
+    /// along the axis, each as wide as the optimizer needs
+    /// ([`Optimizer::state_width`](crate::optim::Optimizer::state_width)).
     ///
     /// ```
     /// use ndarray::{Array2, array};
@@ -232,7 +233,9 @@ impl GatherReducePlan {
     /// # Errors
     /// As [`backward_rows`](Self::backward_rows)'s, [`InputShape`](GatherError::InputShape)
     /// for a table of another shape, [`Optimizer`](GatherError::Optimizer) for a state of
-    /// another row count. On `Err`, no row changed.
+    /// another shape than the table needs: as many rows as the table along the axis, each
+    /// of the width the optimizer needs for the table's rows (decision 66: an `Adagrad` of
+    /// `(n, d - 1)` for an `(n, d)` table). On `Err`, no row changed and no step began.
     #[doc(alias = "EXACT_ROWWISE_ADAGRAD", alias = "fused_backward")]
     pub fn step<'w, D: Dimension + RemoveAxis>(
         &self,

@@ -100,7 +100,9 @@ impl GatherReducePlan {
     }
 
     /// [`new`](Self::new) for a pool that skips index value `skip` (`.skip(skip)`): such
-    /// positions are left out of the plan, and every other index must be in range.
+    /// positions are left out of the plan, and every other index must be in range. The
+    /// plan applies its skip (decision 69): a pool without `.skip` is the pool with the
+    /// plan's, in every call of the plan; a pool that skips another value is an error.
     ///
     /// ```
     /// use ndarray::array;
@@ -108,7 +110,9 @@ impl GatherReducePlan {
     ///
     /// let plan = GatherReducePlan::new_skipping([3, 1], &[2, 0, 1, 0], 0, Segments::uniform(2), 0)?;
     /// let table = array![[10.0], [20.0], [30.0]];
+    /// assert_eq!(plan.apply(&table, Pooling::Mean)?, array![[30.0], [20.0]]);
     /// assert_eq!(plan.apply(&table, Pooling::Mean.skip(0))?, array![[30.0], [20.0]]);
+    /// assert!(plan.apply(&table, Pooling::Mean.skip(1)).is_err());
     /// # Ok::<(), GatherError>(())
     /// ```
     ///

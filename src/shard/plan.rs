@@ -89,7 +89,9 @@ where
     }
 
     /// [`plan`](Self::plan) for pools that skip index value `skip` (`.skip(skip)`): the
-    /// plan checks the ids once, so it must know the exempt value.
+    /// plan checks the ids once, so it must know the exempt value. It applies it
+    /// (decision 69): a pool without `.skip` is the pool with the plan's; a pool that
+    /// skips another value is an error.
     ///
     /// # Errors
     /// As [`plan`](Self::plan).

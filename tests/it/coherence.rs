@@ -31,9 +31,7 @@ fn gather_reduce_arg_into_is_gather_reduce_arg_on_any_layout() {
         Pooling::Max.fill(-9.0f32),
     ] {
         let segs = Segments::ids(&dst, 5);
-        let (m, arg) = x
-            .gather_reduce_arg(&ids, segs, 0, pooling.clone())
-            .unwrap();
+        let (m, arg) = x.gather_reduce_arg(&ids, segs, 0, pooling.clone()).unwrap();
         for fortran in [false, true] {
             let (mut out, mut at) = if fortran {
                 (
@@ -103,9 +101,7 @@ fn segment_reduce_arg_is_the_gather_of_every_slice_in_order() {
     for segs in [Segments::ids(dst, 4), Segments::lengths(&[2_i64, 0, 4, 1])] {
         for pooling in [Pooling::Max.into(), Pooling::Min.fill(3.0f32)] {
             let (m, arg) = x.segment_reduce_arg(segs, 0, pooling.clone()).unwrap();
-            let (want, want_arg) = x
-                .gather_reduce_arg(&every, segs, 0, pooling.clone())
-                .unwrap();
+            let (want, want_arg) = x.gather_reduce_arg(&every, segs, 0, pooling.clone()).unwrap();
             assert_eq!((bits(&m), &arg), (bits(&want), &want_arg), "{pooling:?}");
             assert_eq!(
                 bits(&m),
@@ -155,8 +151,7 @@ fn a_qtables_gather_reduce_into_is_its_gather_reduce() {
         ] {
             let want = qt.gather_reduce(&ids, segs, pool.clone()).unwrap();
             let mut out = Array2::from_elem((4, 12).f(), f32::NAN);
-            qt.gather_reduce_into(&ids, segs, pool.clone(), &mut out)
-                .unwrap();
+            qt.gather_reduce_into(&ids, segs, pool.clone(), &mut out).unwrap();
             assert_eq!(bits(&out), bits(&want), "{layout:?} {:?}", pool);
         }
         let mut out = Array2::from_elem((3, 12), 2.0f32);
@@ -228,8 +223,7 @@ fn a_skipping_plan_applies_its_skip_to_a_pool_without_one() {
     let (m, arg) = plan.apply_arg(&t, Pooling::Min).unwrap();
     assert_eq!(
         (m, arg),
-        t.gather_reduce_arg(&ids, segs, 0, Pooling::Min.skip(-1))
-            .unwrap()
+        t.gather_reduce_arg(&ids, segs, 0, Pooling::Min.skip(-1)).unwrap()
     );
     let g = Array2::from_shape_fn((3, 3), |(b, c)| (b * 3 + c) as f32 - 4.0);
     let (rows, grads) = plan.backward_rows(&g, Pooling::Mean).unwrap();
