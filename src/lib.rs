@@ -69,6 +69,17 @@
 //! smaller ones run on the calling thread alone. Results are identical either way, bit
 //! for bit, scatters' reductions included.
 //!
+//! ## Optional features
+//!
+//! - **`mpi`:** sharded tables (`shard`; OpenMPI or MPICH and libclang
+//!   to build). The crate re-exports the rsmpi it uses as `shard::mpi`.
+//! - **`half`:** tables of `f16` / `bf16` rows (`quant::QTable::f16`, `bf16`); the crate
+//!   re-exports the `half` it uses as `quant::half`.
+//!
+//! A program names only `ndarray-gather` in its `Cargo.toml` (`features = ["mpi",
+//! "half"]`). docs.rs shows every feature; locally, `cargo doc --open --features
+//! mpi,half` does.
+//!
 //! ## Choosing the threads
 //!
 //! - **One thread for one call, or a given pool:** run the call inside that pool's
