@@ -186,7 +186,7 @@ impl Rowwise {
             worth_parallel(size),
             |rows, to| match isa {
                 Isa::Base => quantize_rows::<false>(self, table, rows, to),
-                // SAFETY: the CPU has AVX2 (detected: every variant above `Base` has it).
+                // SAFETY: the CPU has AVX2, FMA and F16C (detected: every variant above `Base` has them).
                 #[cfg(target_arch = "x86_64")]
                 _ => unsafe { quantize_rows_avx2(self, table, rows, to) },
             },

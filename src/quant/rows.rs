@@ -50,9 +50,9 @@ pub(super) fn quantize_rows<const AVX2: bool>(
 /// [`quantize_rows`] compiled for AVX2 (eight lanes where the baseline has four).
 ///
 /// # Safety
-/// The CPU has AVX2.
+/// The CPU has AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma,f16c")]
 pub(super) unsafe fn quantize_rows_avx2(
     layout: Rowwise,
     table: &ArrayRef<f32, Ix2>,
@@ -67,9 +67,9 @@ pub(super) unsafe fn quantize_rows_avx2(
 /// ordered pass after them settles, as in [`min_max`]).
 ///
 /// # Safety
-/// The CPU has AVX2.
+/// The CPU has AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn min_max_avx2(x: &[f32]) -> Option<(f32, f32)> {
     use std::arch::x86_64::*;
     let chunks = x.chunks_exact(8);

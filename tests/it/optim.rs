@@ -671,11 +671,14 @@ mod state_shapes {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 2 } else { 64 }))]
+        #![proptest_config(ProptestConfig::with_cases(64))]
 
         /// States of random shapes on tables of random shapes: `Ok` exactly when the
-        /// state fits, and nothing changes otherwise.
+        /// state fits, and nothing changes otherwise. (Not under Miri: the fixed shapes
+        /// above run the same code there, and proptest's file of failures needs a
+        /// working directory.)
         #[test]
+        #[cfg_attr(miri, ignore)]
         fn random_state_shapes_are_accepted_exactly_when_they_fit(
             n in 1usize..6, d in 1usize..5, rows in 0usize..7, cols in 0usize..6,
         ) {

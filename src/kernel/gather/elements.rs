@@ -76,12 +76,12 @@ impl<A: Clone> Axis1<A> {
         unsafe { self.fill::<I, R, INIT>(out, idx) }
     }
 
-    /// [`Axis1::fill`] compiled for AVX2.
+    /// [`Axis1::fill`] compiled for AVX2 (x86-64-v3).
     ///
     /// # Safety
-    /// The contract of [`Axis1::fill_with`], on a CPU with AVX2.
+    /// The contract of [`Axis1::fill_with`], on a CPU with AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn fill_avx2<I: GatherIndex, R: Resolve, const INIT: bool>(
         self,
         out: &mut [MaybeUninit<A>],
@@ -225,12 +225,12 @@ impl<A: Clone, I: GatherIndex> Rows1<A, I> {
         unsafe { self.fill::<R, INIT>() }
     }
 
-    /// [`Rows1::fill`] compiled for AVX2.
+    /// [`Rows1::fill`] compiled for AVX2 (x86-64-v3).
     ///
     /// # Safety
-    /// The contract of [`Rows1::fill_with`], on a CPU with AVX2.
+    /// The contract of [`Rows1::fill_with`], on a CPU with AVX2, FMA and F16C.
     #[cfg(target_arch = "x86_64")]
-    #[target_feature(enable = "avx2")]
+    #[target_feature(enable = "avx2,fma,f16c")]
     unsafe fn fill_avx2<R: Resolve, const INIT: bool>(self) -> bool {
         // SAFETY: forwarded.
         unsafe { self.fill::<R, INIT>() }

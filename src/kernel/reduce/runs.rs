@@ -79,12 +79,12 @@ unsafe fn with_isa<A: PoolElement, W: Walker<A>, Op: RowOp<A>>(
     }
 }
 
-/// [`Walker::walk`] compiled for AVX2.
+/// [`Walker::walk`] compiled for x86-64-v3 (AVX2, FMA, F16C: a `mul_add` is one instruction).
 ///
 /// # Safety
-/// As [`dispatch`], on a CPU with AVX2.
+/// As [`dispatch`], on a CPU with AVX2, FMA and F16C.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn walk_avx2<A: PoolElement, W: Walker<A>, Op: RowOp<A>>(
     g: &Geometry<A>,
     p: &Pooler<'_, A>,
