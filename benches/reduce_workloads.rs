@@ -15,7 +15,7 @@ use ndarray_gather::optim::{Adam, Optimizer, RowwiseAdagrad, Sgd};
 use ndarray_gather::prelude::*;
 use std::hint::black_box;
 
-pub const REDUCE_IDS: [&str; 23] = [
+pub const REDUCE_IDS: [&str; 24] = [
     "B1_bag_sum",
     "B2_bag_weighted",
     "B3_bag_mean",
@@ -39,6 +39,7 @@ pub const REDUCE_IDS: [&str; 23] = [
     "O2_dlrm_step",
     "O3_adam_step",
     "A1_attention_layer",
+    "R2_narrow_ids",
 ];
 
 /// Feature width of every workload (f32).
@@ -245,6 +246,7 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
         _ if id == "B5_small_skewed_bags" => return small_skewed(id),
         _ if id == "O2_dlrm_step" => return dlrm_step(id),
         _ if id == "A1_attention_layer" => return attention(id),
+        _ if id == "R2_narrow_ids" => return narrow_ids(id),
         _ if id.starts_with('O') => return bag_step(id),
         _ if id == "Q4_quantize" => return quantize(id),
         _ if id.starts_with("Q1") || id.starts_with("Q2") => return quantized_bags(id),
@@ -1177,6 +1179,55 @@ fn attention(id: &'static str) -> ReduceWorkload {
         id,
         out_bytes: nodes * heads * d * 4,
         gathered_bytes: edges * heads * d * 4,
+        variants,
+    }
+}
+
+/// R2: `segment_reduce` of `[200_000, 4]` values by 20_000 uniform ids (a GAT layer's
+/// per-node score gradients, 4 heads), beside the crate's `scatter(.., Add)` of the same
+/// values into zeros (the same sums from zero).
+fn narrow_ids(id: &'static str) -> ReduceWorkload {
+    const N: usize = 200_000;
+    const H: usize = 4;
+    const S: usize = 20_000;
+    let v = Array2::from_shape_fn((N, H), |(p, h)| ((p * 7 + h * 3) % 97) as f32 / 16.0 - 3.0);
+    let dst = Array1::from(uniform(N, S, 21));
+    let mut variants: Vec<Variant> = Vec::new();
+    {
+        let (v, dst) = (v.clone(), dst.clone());
+        variants.push((
+            "alloc",
+            Box::new(move || {
+                black_box(v.segment_reduce(Segments::ids(&dst, S), 0, Pooling::Sum).unwrap());
+            }),
+        ));
+    }
+    {
+        let (v, dst, mut out) = (v.clone(), dst.clone(), Array2::<f32>::zeros((S, H)));
+        variants.push((
+            "into",
+            Box::new(move || {
+                v.segment_reduce_into(Segments::ids(&dst, S), 0, Pooling::Sum, &mut out)
+                    .unwrap();
+                black_box(&out);
+            }),
+        ));
+    }
+    {
+        let mut out = Array2::<f32>::zeros((S, H));
+        variants.push((
+            "scatter",
+            Box::new(move || {
+                out.fill(0.0);
+                out.scatter(&dst, &v, 0, ndarray_gather::reduce::Add).unwrap();
+                black_box(&out);
+            }),
+        ));
+    }
+    ReduceWorkload {
+        id,
+        out_bytes: S * H * 4,
+        gathered_bytes: N * H * 4,
         variants,
     }
 }

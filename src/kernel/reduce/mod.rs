@@ -380,6 +380,9 @@ pub(crate) fn by_ids<A: PoolElement, S: Source, J: GatherIndex>(
 ) -> Result<(), BadIndex> {
     let runs = g.runs() && g.arg.is_null();
     let isa = if runs { Isa::detect() } else { Isa::Base };
+    // (Every span reads every id: once, from a slice.)
+    let ids = ids.as_standard_layout();
+    let ids = ids.as_slice().ok_or(BadIndex)?;
     run_ranges(g.segments, spans, |span| {
         if runs {
             // SAFETY: rows that are single runs, `isa` detected on this CPU, and this job
@@ -415,20 +418,18 @@ pub(crate) fn by_ids<A: PoolElement, S: Source, J: GatherIndex>(
 pub(super) fn walk_span<A: PoolElement, S: Source, J: GatherIndex>(
     g: &Geometry<A>,
     rows: &S,
-    ids: ndarray::ArrayView1<'_, J>,
+    ids: &[J],
     span: std::ops::Range<usize>,
     mut add: impl FnMut(usize, usize, usize, &mut Tally<A>),
     mut finish: impl FnMut(usize, &Tally<A>),
 ) -> Result<(), BadIndex> {
     let mut tallies: Vec<Tally<A>> = span.clone().map(|_| Tally::new()).collect();
     let positions = ids.len();
+    let (start, len) = (span.start as u64, span.len() as u64);
+    // One unsigned compare: a negative id wraps to a huge value, outside any span.
     let id = |q: usize| {
-        let v = ids[q].to_i128();
-        if v >= span.start as i128 && v < span.end as i128 {
-            Some(v as usize)
-        } else {
-            None
-        }
+        let v = ids[q].wrapped().wrapping_sub(start);
+        (v < len).then(|| v as usize + span.start)
     };
     for q in 0..positions {
         let ahead = q + g.ahead;

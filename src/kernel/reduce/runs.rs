@@ -436,7 +436,7 @@ impl<E: Entries, R> Sorted<'_, E, R> {
 /// (the segments' rows interleave; an argmax by ids runs on [`Pooler`]'s lanes).
 pub(super) struct ById<'a, S, J> {
     pub rows: &'a S,
-    pub ids: ndarray::ArrayView1<'a, J>,
+    pub ids: &'a [J],
     pub span: Range<usize>,
 }
 
