@@ -106,37 +106,28 @@ pub trait Optimizer {
     fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>);
 }
 
-/// A borrowed optimizer, so that `&mut [&mut dyn Optimizer]` and `&mut [&mut Sgd]` pass
-/// where a step takes `&mut [O]` (decision 67).
-impl<O: Optimizer + ?Sized> Optimizer for &mut O {
-    fn state_dim(&self) -> Option<(usize, usize)> {
-        (**self).state_dim()
-    }
+/// Optimizers behind a pointer forward to it (decision 67): `&mut O`, so that `&mut [&mut
+/// dyn Optimizer]` and `&mut [&mut Sgd]` pass where a step takes `&mut [O]`, and `Box<O>`,
+/// so that a `Vec<Box<dyn Optimizer>>` passes as `&mut opts`.
+macro_rules! forward_optimizer {
+    ($($ptr:ty),*) => {$(
+        impl<O: Optimizer + ?Sized> Optimizer for $ptr {
+            fn state_dim(&self) -> Option<(usize, usize)> {
+                (**self).state_dim()
+            }
 
-    fn state_width(&self, len: usize) -> usize {
-        (**self).state_width(len)
-    }
+            fn state_width(&self, len: usize) -> usize {
+                (**self).state_width(len)
+            }
 
-    fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
-        (**self).begin_step()
-    }
+            fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
+                (**self).begin_step()
+            }
+        }
+    )*};
 }
 
-/// An owned optimizer of any kind, so that a `Vec<Box<dyn Optimizer>>` passes as
-/// `&mut opts` (decision 67).
-impl<O: Optimizer + ?Sized> Optimizer for Box<O> {
-    fn state_dim(&self) -> Option<(usize, usize)> {
-        (**self).state_dim()
-    }
-
-    fn state_width(&self, len: usize) -> usize {
-        (**self).state_width(len)
-    }
-
-    fn begin_step(&mut self) -> (&dyn RowUpdate, Option<ArrayViewMut2<'_, f32>>) {
-        (**self).begin_step()
-    }
-}
+forward_optimizer!(&mut O, Box<O>);
 
 /// `opt`'s state checked against a table of `rows` rows of `len` values (decision 66);
 /// `table` names the table in the message (a collection's).

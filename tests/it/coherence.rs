@@ -296,12 +296,18 @@ fn a_collection_takes_owned_tables_as_it_takes_views() {
 fn ids_of_a_strided_view_pool_as_contiguous_ids() {
     for (n, segments) in [(40, 7), (if cfg!(miri) { 64 } else { 200_000 }, 2_000)] {
         let v = Array2::from_shape_fn((n, 4), |(p, h)| ((p * 7 + h * 3) % 97) as f32 / 16.0 - 3.0);
-        let every_other: Array1<i64> = (0..2 * n as i64).map(|q| (q * 31 + q / 3) % segments as i64).collect();
+        let every_other: Array1<i64> = (0..2 * n as i64)
+            .map(|q| (q * 31 + q / 3) % segments as i64)
+            .collect();
         let strided = every_other.slice(s![..;2]);
         let contiguous = strided.to_owned();
         for pooling in [Pooling::Sum, Pooling::Mean, Pooling::Max] {
-            let a = v.segment_reduce(Segments::ids(strided, segments), 0, pooling).unwrap();
-            let b = v.segment_reduce(Segments::ids(&contiguous, segments), 0, pooling).unwrap();
+            let a = v
+                .segment_reduce(Segments::ids(strided, segments), 0, pooling)
+                .unwrap();
+            let b = v
+                .segment_reduce(Segments::ids(&contiguous, segments), 0, pooling)
+                .unwrap();
             assert_eq!(bits(&a), bits(&b), "{n} {pooling:?}");
         }
     }
