@@ -432,12 +432,11 @@ pub(super) fn walk_span<A: PoolElement, S: Source, J: GatherIndex>(
         (v < len).then(|| v as usize + span.start)
     };
     for q in 0..positions {
+        // Rows read at random are asked for ahead (the output, under
+        // `REDUCE_SORT_MIN_OUT_BYTES` here, stays in the caches).
         let ahead = q + g.ahead;
-        if ahead < positions
-            && let Some(s) = id(ahead)
-        {
+        if !S::IN_ORDER && ahead < positions && id(ahead).is_some() {
             g.prefetch(g.x_row(rows.peek(ahead)));
-            g.prefetch(g.out_row(s).0);
         }
         let Some(s) = id(q) else { continue };
         let Some(r) = rows.row(q) else { continue };

@@ -9,6 +9,9 @@ use crate::segments::Bounds;
 
 /// The input row each position reads.
 pub(crate) trait Source: Sync {
+    /// Whether position `p` reads row `p` (`segment_reduce`): rows in order, which the
+    /// hardware fetches ahead by itself, so a walk asks for none.
+    const IN_ORDER: bool = false;
     /// Position `p`'s row, `None` if the position is skipped. `p` is below the number of
     /// positions.
     fn row(&self, p: usize) -> Option<usize>;
@@ -121,6 +124,8 @@ impl<R: Row> Source for Resolved<'_, R> {
 pub(crate) struct Identity;
 
 impl Source for Identity {
+    const IN_ORDER: bool = true;
+
     #[inline(always)]
     fn row(&self, p: usize) -> Option<usize> {
         Some(p)
