@@ -129,6 +129,22 @@ impl<T: AsTable + ?Sized> AsTable for &T {
 /// What a collection's mutable tables (or gradients) argument holds (decision 67): `f32`
 /// arrays or mutable views, owned or borrowed (`&mut [g0.view_mut(), g1.view_mut()]`,
 /// `&mut grads` for a `Vec<Array2<f32>>`).
+///
+/// ```
+/// use ndarray::{Array2, array};
+/// use ndarray_gather::bags::{Collection, Jagged};
+/// use ndarray_gather::prelude::*;
+///
+/// let model = Collection::new().table(3, 1).table(2, 1).feature(0, Pooling::Sum).feature(1, Pooling::Sum);
+/// let plan = model.plan(&Jagged::lengths(&[2_i64, 2, 1], &[2_i64, 1], 1)?)?;
+/// let mut grads = vec![Array2::<f32>::zeros((3, 1)), Array2::<f32>::zeros((2, 1))];
+/// plan.backward_into(&array![[1.0, 5.0]], &mut grads)?; // owned gradients
+/// assert_eq!(grads[0], array![[0.0], [0.0], [2.0]]);
+/// let (mut g0, mut g1) = (Array2::<f32>::zeros((3, 1)), Array2::<f32>::zeros((2, 1)));
+/// plan.backward_into(&array![[1.0, 5.0]], &mut [g0.view_mut(), g1.view_mut()])?; // views
+/// assert_eq!((g0, g1), (grads[0].clone(), grads[1].clone()));
+/// # Ok::<(), GatherError>(())
+/// ```
 #[diagnostic::on_unimplemented(
     message = "`{Self}` is not a mutable table of a collection",
     note = "a collection's step and backward take `&mut [t0.view_mut(), t1.view_mut()]` or `&mut tables` (a `Vec<Array2<f32>>`)"
