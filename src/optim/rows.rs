@@ -2,10 +2,9 @@
 //! thread each, as slices (decision 53: each touched row updated once, by one thread).
 
 use std::marker::PhantomData;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ndarray::{ArrayRef, ArrayView2, ArrayViewMut, Axis, RemoveAxis};
-
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Optimizer, RowUpdate, check_state};
 use crate::error::{GatherError, internal};
