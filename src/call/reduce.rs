@@ -502,7 +502,7 @@ fn reduce<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized, S: Source, 
             {
                 gs.iter()
                     .zip(ps)
-                    .try_for_each(|(g, p)| by_ids(g, rows, *ids, p, spans))
+                    .try_for_each(|(g, p)| by_ids(g, rows, *ids, p, spans.count, spans.sorted))
             }
             // (The planner's walk follows the segments' kind; ids that fit are sorted.)
             _ => Err(BadIndex),

@@ -51,7 +51,7 @@ pub(crate) fn run_ranges(
     jobs: usize,
     job: impl Fn(std::ops::Range<usize>) -> Result<(), BadIndex> + Sync,
 ) -> Result<(), BadIndex> {
-    let per = n.div_ceil(jobs.max(1)).max(1);
+    let per = range_len(n, jobs);
     let chunks = n.div_ceil(per);
     let one = |c: usize| job(c * per..((c + 1) * per).min(n));
     if chunks <= 1 {
@@ -59,6 +59,12 @@ pub(crate) fn run_ranges(
     } else {
         run_jobs(chunks, false, one).finish()
     }
+}
+
+/// The items of each of [`run_ranges`]' ranges (the last may have fewer): range `c` is
+/// `c * per..`.
+pub(crate) fn range_len(n: usize, jobs: usize) -> usize {
+    n.div_ceil(jobs.max(1)).max(1)
 }
 
 /// How a parallel run of jobs ended.

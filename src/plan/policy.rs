@@ -265,6 +265,13 @@ pub(crate) const REDUCE_JOB_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 18 
 /// each row once, in order (G1: PERFORMANCE.md#gather-reduce).
 pub(crate) const REDUCE_SORT_MIN_OUT_BYTES: usize = if SMALL_SIZES { 64 } else { 1 << 20 };
 
+/// A gather-reduce walked by ids in several spans sorts each span's positions out first
+/// (one counting pass) where rows have at most this many bytes: a narrow row's time is its
+/// position's bookkeeping, which every span's thread paid for every position (R2's 16-byte
+/// rows 1.5x faster); 256-byte rows are memory-bound and the pass costs 5%
+/// (PERFORMANCE.md#gather-reduce).
+pub(crate) const REDUCE_SPAN_SORT_MAX_ROW_BYTES: usize = 64;
+
 // ---- Sharded tables ---------------------------------------------------------------------
 
 /// The most elements one round of a sharded call's all-to-all moves per rank: MPI's counts

@@ -4,6 +4,7 @@
 
 use super::policy::{
     REDUCE_AHEAD, REDUCE_AHEAD_BYTES, REDUCE_AHEAD_MAX, REDUCE_JOB_BYTES, REDUCE_SORT_MIN_OUT_BYTES,
+    REDUCE_SPAN_SORT_MAX_ROW_BYTES,
 };
 use super::{Loop, merge, worth_parallel};
 use crate::machine::threads;
@@ -49,9 +50,18 @@ pub(crate) enum ReduceWalk {
     /// Ids sorted into CSR first (beside a fresh output's allocation), then built as
     /// sorted segments in `jobs` chunks; if they cannot be sorted (positions beyond `u32`,
     /// no memory), walked by ids in `spans`.
-    SortIds { jobs: usize, spans: usize },
-    /// Ids walked as they come, in `spans` spans of segments, each walking every position.
-    ByIds { spans: usize },
+    SortIds { jobs: usize, spans: Spans },
+    /// Ids walked as they come, in `spans` spans of segments.
+    ByIds { spans: Spans },
+}
+
+/// The spans of segments of a walk by ids, one thread's each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Spans {
+    pub count: usize,
+    /// Whether each span's positions are sorted out first (one counting pass over the ids),
+    /// so that its thread reads its own only; else each thread reads every position.
+    pub sorted: bool,
 }
 
 impl ReduceWalk {
@@ -74,11 +84,11 @@ impl ReduceWalk {
             // every position; sorted positions build each row once, in order.
             ReduceWalk::SortIds {
                 jobs: jobs(bytes, segments),
-                spans: spans(bytes, segments),
+                spans: spans(bytes, segments, row_bytes),
             }
         } else {
             ReduceWalk::ByIds {
-                spans: spans(bytes, segments),
+                spans: spans(bytes, segments, row_bytes),
             }
         }
     }
@@ -95,13 +105,18 @@ pub(crate) fn jobs(bytes: usize, segments: usize) -> usize {
     want.min(segments).max(1)
 }
 
-/// How many spans of segments a gather-reduce by ids runs in, gathering `bytes` bytes into
-/// `segments` segments: each span's thread walks every position, so one per thread.
-fn spans(bytes: usize, segments: usize) -> usize {
-    if worth_parallel(bytes) {
+/// The spans of segments a gather-reduce by ids runs in, gathering `bytes` bytes in rows
+/// of `row_bytes` into `segments` segments: one per thread; their positions sorted out
+/// first where rows are narrow (a position's bookkeeping, not its bytes, is its time).
+fn spans(bytes: usize, segments: usize, row_bytes: usize) -> Spans {
+    let count = if worth_parallel(bytes) {
         threads().min(segments).max(1)
     } else {
         1
+    };
+    Spans {
+        count,
+        sorted: count > 1 && row_bytes <= REDUCE_SPAN_SORT_MAX_ROW_BYTES,
     }
 }
 

@@ -437,6 +437,8 @@ impl<E: Entries, R> Sorted<'_, E, R> {
 pub(super) struct ById<'a, S, J> {
     pub rows: &'a S,
     pub ids: &'a [J],
+    /// The span's positions, if sorted by span (else every position is read).
+    pub order: Option<&'a [u32]>,
     pub span: Range<usize>,
 }
 
@@ -447,6 +449,7 @@ impl<A: PoolElement, S: Source, J: GatherIndex> Walker<A> for ById<'_, S, J> {
             g,
             self.rows,
             self.ids,
+            self.order,
             self.span.clone(),
             |r, s, q, tally| {
                 // SAFETY: `r < rows`, `s` in this walk's span (the contract).

@@ -116,6 +116,35 @@ fn large_graphs_give_the_loops_bits_on_any_thread_count() {
     }
 }
 
+/// Narrow rows by ids into an output that stays in the caches (walked by ids, each span
+/// of segments its thread's, its positions sorted by span first) gathering enough bytes to
+/// run in several spans: the loop's bits on one thread and three, for random rows and for
+/// `segment_reduce`'s own rows in order.
+#[test]
+fn narrow_rows_by_ids_in_spans_give_the_loops_bits() {
+    let (nodes, width, edges) = if cfg!(miri) {
+        (7, 4, 24)
+    } else {
+        (20_000, 4, 200_000)
+    };
+    let (x, src, dst) = graph(nodes, width, edges);
+    let v = Array2::from_shape_fn((edges, width), |(e, c)| {
+        ((e * 7 + c * 3) % 97) as f32 / 16.0 - 3.0
+    });
+    let every: Vec<i64> = (0..edges as i64).collect();
+    for pooling in poolings(Pooling::Sum) {
+        let (want, _) = by_loop(&x.view(), &src, &dst, nodes, pooling);
+        let got = on_1_and_3(|| {
+            x.gather_reduce(&src, Segments::ids(&dst, nodes), 0, pooling)
+                .unwrap()
+        });
+        assert_eq!(got, want, "{pooling}");
+        let (want, _) = by_loop(&v.view(), &every, &dst, nodes, pooling);
+        let got = on_1_and_3(|| v.segment_reduce(Segments::ids(&dst, nodes), 0, pooling).unwrap());
+        assert_eq!(got, want, "segment_reduce {pooling}");
+    }
+}
+
 #[test]
 fn large_bags_give_the_loops_bits_on_any_thread_count() {
     let (rows, width, bags) = if cfg!(miri) { (7, 2, 4) } else { (20_000, 48, 3000) };
