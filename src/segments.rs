@@ -240,6 +240,17 @@ impl<J: GatherIndex> Bounds<'_, J> {
             Bounds::Uniform(len) => s * len..(s + 1) * len,
         }
     }
+
+    /// The same segments with `usize` bounds (a copy of at most one value per segment).
+    pub fn widened(&self) -> Bounds<'static, usize> {
+        let to = |j: &J| j.to_i128() as usize;
+        match self {
+            Bounds::Offsets(o) => Bounds::Owned(o.iter().map(to).collect()),
+            Bounds::Starts(o, total) => Bounds::Owned(o.iter().map(to).chain([*total]).collect()),
+            Bounds::Owned(o) => Bounds::Owned(o.clone()),
+            Bounds::Uniform(len) => Bounds::Uniform(*len),
+        }
+    }
 }
 
 /// One call's segment check: the method and its number of positions.

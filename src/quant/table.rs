@@ -21,7 +21,7 @@ use crate::kernel::BadIndex;
 #[cfg(feature = "half")]
 use crate::kernel::reduce::Halves;
 use crate::kernel::reduce::{
-    Entries, Geometry, Pooler, QRow, Quantized, RowSource, sorted_quantized, walk_segments,
+    Entries, Erased, ErasedFn, Geometry, Pooler, QRow, Quantized, RowSource, sorted_quantized, walk_segments,
 };
 use crate::plan::reduce::{Lane, ahead};
 use crate::pool::IntoPool;
@@ -472,7 +472,7 @@ impl PoolTable<f32, Ix2> for QTable<'_> {
         p: &Pooler<'_, f32>,
         jobs: usize,
     ) -> Result<(), BadIndex> {
-        self.with_rows(Sorted { g, e, p, jobs })
+        self.sorted_erased(g, &e.erase(), p, jobs)
     }
 
     unsafe fn walk<E: Entries>(
@@ -482,8 +482,8 @@ impl PoolTable<f32, Ix2> for QTable<'_> {
         p: &Pooler<'_, f32>,
         segs: Range<usize>,
     ) -> Result<(), BadIndex> {
-        // (The caller's contract is `Walk`'s.)
-        self.with_rows(Walk { g, e, p, segs })
+        // SAFETY: the caller's contract.
+        unsafe { self.walk_erased(g, &e.erase(), p, segs) }
     }
 
     fn gather_rows<I: GatherIndex, E: Dimension>(
@@ -494,7 +494,36 @@ impl PoolTable<f32, Ix2> for QTable<'_> {
     }
 }
 
+// The walks over a table's rows, not generic: compiled once, here, rather than in each
+// user's build (a minute of a release build for five sources, seven poolings and three
+// instruction sets).
 impl QTable<'_> {
+    /// [`PoolTable::sorted`] over entries of a concrete type.
+    fn sorted_erased(
+        &self,
+        g: &Geometry<f32>,
+        e: &Erased<'_>,
+        p: &Pooler<'_, f32>,
+        jobs: usize,
+    ) -> Result<(), BadIndex> {
+        e.with(Sorted { g, e: self, p, jobs })
+    }
+
+    /// [`PoolTable::walk`] over entries of a concrete type.
+    ///
+    /// # Safety
+    /// `PoolTable::walk`'s.
+    unsafe fn walk_erased(
+        &self,
+        g: &Geometry<f32>,
+        e: &Erased<'_>,
+        p: &Pooler<'_, f32>,
+        segs: Range<usize>,
+    ) -> Result<(), BadIndex> {
+        // (The caller's contract is `Walk`'s.)
+        e.with(Walk { g, e: self, p, segs })
+    }
+
     /// `walk` with this table's rows as the kernel's row source: each row's bytes (or
     /// half floats) read in place (each row is contiguous: `Held::of`).
     fn with_rows(&self, walk: impl WithRows) -> Result<(), BadIndex> {
@@ -538,6 +567,13 @@ impl<E: Entries> WithRows for Sorted<'_, '_, E> {
     }
 }
 
+impl ErasedFn<Result<(), BadIndex>> for Sorted<'_, '_, QTable<'_>> {
+    fn run<E: Entries>(self, e: &E) -> Result<(), BadIndex> {
+        let Sorted { g, e: table, p, jobs } = self;
+        table.with_rows(Sorted { g, e, p, jobs })
+    }
+}
+
 /// One job's segments, on this thread (the contract of `walk_segments`: no other thread
 /// builds them meanwhile, `PoolTable::walk`'s caller's).
 struct Walk<'a, 'w, E> {
@@ -551,6 +587,13 @@ impl<E: Entries> WithRows for Walk<'_, '_, E> {
     fn run<R: RowSource<f32>>(self, rows: &R) -> Result<(), BadIndex> {
         // SAFETY: `PoolTable::walk`'s caller's contract, which is `walk_segments`'.
         unsafe { walk_segments(self.g, self.e, self.p, self.segs, rows) }
+    }
+}
+
+impl ErasedFn<Result<(), BadIndex>> for Walk<'_, '_, QTable<'_>> {
+    fn run<E: Entries>(self, e: &E) -> Result<(), BadIndex> {
+        let Walk { g, e: table, p, segs } = self;
+        table.with_rows(Walk { g, e, p, segs })
     }
 }
 

@@ -42,7 +42,7 @@ pub(crate) use self::runs::RowSource;
 #[cfg(feature = "mpi")]
 pub(crate) use self::pool::{End, better, divide};
 pub(crate) use self::sort::Csr;
-pub(crate) use self::source::{Entries, Identity, Positions, Resolved, Row, Source};
+pub(crate) use self::source::{Entries, Erased, ErasedFn, Identity, Positions, Resolved, Row, Source};
 use super::BadIndex;
 use super::isa::Isa;
 use super::prefetch::{prefetch_block, prefetch_line};

@@ -9,7 +9,7 @@ use std::ops::Range;
 
 use ndarray::ArrayView1;
 
-use super::{Entries, Source};
+use super::{Entries, Erased, Source};
 use crate::index::GatherIndex;
 use crate::kernel::prefetch::prefetch_line;
 use crate::plan::policy::SORT_AHEAD;
@@ -144,5 +144,8 @@ unsafe impl Entries for Csr {
     #[inline(always)]
     fn peek(&self, k: usize) -> usize {
         self.entries[k][0] as usize
+    }
+    fn erase(&self) -> Erased<'_> {
+        Erased::Csr(self)
     }
 }

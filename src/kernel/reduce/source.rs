@@ -4,6 +4,7 @@
 
 use std::ops::Range;
 
+use super::sort::Csr;
 use crate::index::GatherIndex;
 use crate::segments::Bounds;
 
@@ -17,6 +18,15 @@ pub(crate) trait Source: Sync {
     fn row(&self, p: usize) -> Option<usize>;
     /// Position `p`'s row if it has one, else anything (for a prefetch).
     fn peek(&self, p: usize) -> usize;
+    /// The rows as one of the crate's concrete sources ([`Erased`]).
+    fn rows(&self) -> Rows<'_>;
+}
+
+/// A [`Source`]'s rows as a concrete type: what a walk compiled inside the crate takes.
+pub(crate) enum Rows<'a> {
+    Narrow(&'a [u32]),
+    Wide(&'a [usize]),
+    InOrder,
 }
 
 /// Segments as ranges of entries, each entry a row and the position it came from.
@@ -35,6 +45,52 @@ pub(crate) unsafe trait Entries: Sync {
     fn entry(&self, k: usize) -> Option<(usize, usize)>;
     /// Entry `k`'s row if its index is good, else anything (for a prefetch: unchecked).
     fn peek(&self, k: usize) -> usize;
+    /// The same entries as one of the crate's concrete types, so that a walk over them is
+    /// compiled inside the crate, not in each user's build (a quantized table's: five
+    /// sources times seven poolings times three instruction sets).
+    fn erase(&self) -> Erased<'_>;
+}
+
+/// [`Entries`] of a concrete type ([`Entries::erase`]): a plan's CSR, or a call's positions
+/// with `usize` segment bounds.
+pub(crate) enum Erased<'a> {
+    Csr(&'a Csr),
+    /// A call's positions: their rows, segments and number.
+    Positions(Rows<'a>, Bounds<'static, usize>, usize),
+}
+
+impl Erased<'_> {
+    /// `f` run with these entries as a value of their concrete type.
+    pub fn with<T>(&self, f: impl ErasedFn<T>) -> T {
+        match self {
+            Erased::Csr(c) => f.run(*c),
+            Erased::Positions(rows, bounds, len) => {
+                let len = *len;
+                match *rows {
+                    Rows::Narrow(rows) => f.run(&Positions {
+                        rows: &Resolved { rows },
+                        bounds,
+                        len,
+                    }),
+                    Rows::Wide(rows) => f.run(&Positions {
+                        rows: &Resolved { rows },
+                        bounds,
+                        len,
+                    }),
+                    Rows::InOrder => f.run(&Positions {
+                        rows: &Identity,
+                        bounds,
+                        len,
+                    }),
+                }
+            }
+        }
+    }
+}
+
+/// What runs with [`Erased`] entries (a closure generic over their type).
+pub(crate) trait ErasedFn<T> {
+    fn run<E: Entries>(self, e: &E) -> T;
 }
 
 /// A call's own positions as entries: segments from `bounds`, rows from `rows`.
@@ -63,6 +119,9 @@ unsafe impl<S: Source, J: GatherIndex> Entries for Positions<'_, '_, S, J> {
     fn peek(&self, k: usize) -> usize {
         self.rows.peek(k)
     }
+    fn erase(&self) -> Erased<'_> {
+        Erased::Positions(self.rows.rows(), self.bounds.widened(), self.len)
+    }
 }
 
 /// A resolved row, as a gather-reduce keeps one per position: `u32` where the axis allows
@@ -74,6 +133,8 @@ pub(crate) trait Row: Copy + Default + Eq + Send + Sync {
     fn of(r: usize) -> Self;
     /// The row as an index.
     fn get(self) -> usize;
+    /// Rows of this type as [`Rows`].
+    fn erase(rows: &[Self]) -> Rows<'_>;
 }
 
 impl Row for u32 {
@@ -86,6 +147,9 @@ impl Row for u32 {
     fn get(self) -> usize {
         self as usize
     }
+    fn erase(rows: &[Self]) -> Rows<'_> {
+        Rows::Narrow(rows)
+    }
 }
 
 impl Row for usize {
@@ -97,6 +161,9 @@ impl Row for usize {
     #[inline(always)]
     fn get(self) -> usize {
         self
+    }
+    fn erase(rows: &[Self]) -> Rows<'_> {
+        Rows::Wide(rows)
     }
 }
 
@@ -118,6 +185,10 @@ impl<R: Row> Source for Resolved<'_, R> {
         // (A skipped position's value gives some row to prefetch.)
         self.rows[p].get()
     }
+
+    fn rows(&self) -> Rows<'_> {
+        R::erase(self.rows)
+    }
 }
 
 /// `segment_reduce`'s rows: position `p` is the input's row `p`.
@@ -134,5 +205,9 @@ impl Source for Identity {
     #[inline(always)]
     fn peek(&self, p: usize) -> usize {
         p
+    }
+
+    fn rows(&self) -> Rows<'_> {
+        Rows::InOrder
     }
 }
