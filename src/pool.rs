@@ -76,6 +76,28 @@ pub enum Pooling {
 }
 
 impl Pooling {
+    /// Every pooling, in declaration order (for a test or a fuzz target that tries each).
+    ///
+    /// ```
+    /// use ndarray::array;
+    /// use ndarray_gather::prelude::*;
+    ///
+    /// let x = array![[1.0], [4.0]];
+    /// for pooling in Pooling::ALL {
+    ///     let r = x.segment_reduce(Segments::indptr(&[0, 2]), 0, pooling)?;
+    ///     assert_eq!(r.len(), 1, "{pooling:?}");
+    /// }
+    /// # Ok::<(), GatherError>(())
+    /// ```
+    pub const ALL: [Pooling; 6] = [
+        Pooling::Sum,
+        Pooling::Mean,
+        Pooling::Max,
+        Pooling::Min,
+        Pooling::Prod,
+        Pooling::SqrtN,
+    ];
+
     /// This pooling weighted: position `p`'s row is multiplied by `weights[p]` (torch's
     /// `per_sample_weights`, a graph's edge weights). One weight per position; weights
     /// with `Max`, `Min` or `Prod` are an error when the pool is used (as in torch).

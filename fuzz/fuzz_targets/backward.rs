@@ -72,14 +72,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         None => GatherReducePlan::new(&shape[..], &idx, segments, input.axis as isize),
     }
     .expect("a plan the reference accepts");
-    let pooling = [
-        Pooling::Sum,
-        Pooling::Mean,
-        Pooling::Max,
-        Pooling::Min,
-        Pooling::Prod,
-        Pooling::SqrtN,
-    ][input.pooling as usize % 6];
+    let pooling = Pooling::ALL[input.pooling as usize % 6];
     let values = if input.values.is_empty() {
         vec![1]
     } else {

@@ -71,14 +71,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         3 => Seg::Uniform(input.count as usize % 6),
         _ => Seg::Ids(seg_values, input.count as usize % 6),
     };
-    let pooling = [
-        Pooling::Sum,
-        Pooling::Mean,
-        Pooling::Max,
-        Pooling::Min,
-        Pooling::Prod,
-        Pooling::SqrtN,
-    ][input.pooling as usize % 6];
+    let pooling = Pooling::ALL[input.pooling as usize % 6];
     let values = if input.values.is_empty() {
         vec![1]
     } else {

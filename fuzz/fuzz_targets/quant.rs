@@ -98,14 +98,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         3 => Seg::Uniform(input.count as usize % 5),
         _ => Seg::Ids(seg_values, input.count as usize % 5),
     };
-    let pooling = [
-        Pooling::Sum,
-        Pooling::Mean,
-        Pooling::Max,
-        Pooling::Min,
-        Pooling::Prod,
-        Pooling::SqrtN,
-    ][input.pooling as usize % 6];
+    let pooling = Pooling::ALL[input.pooling as usize % 6];
     let weights: Option<Vec<f32>> = input
         .weights
         .as_ref()

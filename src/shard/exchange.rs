@@ -53,26 +53,14 @@ impl CallShape {
         }
     }
 
-    const POOLINGS: [Pooling; 6] = [
-        Pooling::Sum,
-        Pooling::Mean,
-        Pooling::Max,
-        Pooling::Min,
-        Pooling::Prod,
-        Pooling::SqrtN,
-    ];
-
     fn code(self) -> u64 {
-        let p = Self::POOLINGS
-            .iter()
-            .position(|&p| p == self.pooling)
-            .unwrap_or(0) as u64;
+        let p = Pooling::ALL.iter().position(|&p| p == self.pooling).unwrap_or(0) as u64;
         p | u64::from(self.weighted) << 3 | u64::from(self.arg) << 4 | (self.width as u64) << 5
     }
 
     fn of_code(code: u64) -> Self {
         CallShape {
-            pooling: Self::POOLINGS[(code & 7) as usize % Self::POOLINGS.len()],
+            pooling: Pooling::ALL[(code & 7) as usize % Pooling::ALL.len()],
             weighted: code & 8 != 0,
             arg: code & 16 != 0,
             width: (code >> 5) as usize,

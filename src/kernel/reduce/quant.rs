@@ -9,9 +9,9 @@ use super::Geometry;
 use super::ops::RowOp;
 use super::pool::{Pooler, Tally};
 use super::runs::RowSource;
-use crate::half_bits::from_f16;
 #[cfg(feature = "half")]
-use crate::half_bits::{widen_bf16, widen_f16};
+use crate::half_bits::widen_bf16;
+use crate::half_bits::widen_f16;
 use crate::kernel::prefetch::prefetch_block;
 use crate::plan::policy::REDUCE_BLOCK;
 
@@ -65,32 +65,49 @@ impl<const BITS: usize> QRow<'_, BITS> {
             let word = |i: usize| f32::from_le_bytes([row[i], row[i + 1], row[i + 2], row[i + 3]]);
             (word(at), word(at + 4))
         } else {
-            let half = |i: usize| from_f16(u16::from_le_bytes([row[i], row[i + 1]]));
+            let half = |i: usize| widen_f16(u16::from_le_bytes([row[i], row[i + 1]]));
             (half(at), half(at + 2))
         }
     }
 
-    /// The quantized values of columns `c..c + n`, in order, to `f`: a byte's values
-    /// together where `c` and `n` are whole bytes' (a block of 16 columns and more), else
-    /// one at a time (the small blocks of Miri's and fuzzing's sizes).
+    /// The quantized values of columns `c..c + x.len()` (at most a register block's), in
+    /// order, into `x`. Where `c` and the length are whole bytes' (a block of 16 columns
+    /// and more), each byte's fields are spread into the bytes of one little-endian word
+    /// (its columns' order) by shifts and masks, and the words' bytes widened: loops
+    /// that vectorize, no shuffle (a field at a time per byte compiled to scalar code,
+    /// Int4 rows slower than `f32` ones). Otherwise one value at a time (the small blocks
+    /// of Miri's and fuzzing's sizes).
     #[inline(always)]
-    fn each(&self, c: usize, n: usize, mut f: impl FnMut(usize, f32)) {
+    fn widen(&self, c: usize, x: &mut [f32]) {
         let row = self.bytes;
-        let (per, mask) = (8 / BITS, ((1u16 << BITS) - 1) as u8);
+        let n = x.len();
+        let per = 8 / BITS;
         if BITS == 8 {
-            row[c..c + n]
-                .iter()
-                .enumerate()
-                .for_each(|(k, &q)| f(k, f32::from(q)));
+            for (x, &q) in x.iter_mut().zip(&row[c..c + n]) {
+                *x = f32::from(q);
+            }
         } else if c.is_multiple_of(per) && n.is_multiple_of(per) {
-            for (i, &b) in row[c / per..(c + n) / per].iter().enumerate() {
-                for s in 0..per {
-                    f(i * per + s, f32::from((b >> (s * BITS)) & mask));
+            let mut q = [0u8; REDUCE_BLOCK];
+            let bytes = &row[c / per..(c + n) / per];
+            if BITS == 4 {
+                for (q, &b) in q.chunks_exact_mut(2).zip(bytes) {
+                    let word = u16::from(b & 0x0f) | u16::from(b >> 4) << 8;
+                    q.copy_from_slice(&word.to_le_bytes());
+                }
+            } else {
+                for (q, &b) in q.chunks_exact_mut(4).zip(bytes) {
+                    let b = u32::from(b);
+                    let word = (b & 3) | (b >> 2 & 3) << 8 | (b >> 4 & 3) << 16 | (b >> 6) << 24;
+                    q.copy_from_slice(&word.to_le_bytes());
                 }
             }
+            for (x, &q) in x.iter_mut().zip(&q) {
+                *x = f32::from(q);
+            }
         } else {
-            for (k, j) in (c..c + n).enumerate() {
-                f(k, f32::from((row[j / per] >> (j % per * BITS)) & mask));
+            let mask = ((1u16 << BITS) - 1) as u8;
+            for (x, j) in x.iter_mut().zip(c..c + n) {
+                *x = f32::from((row[j / per] >> (j % per * BITS)) & mask);
             }
         }
     }
@@ -99,7 +116,12 @@ impl<const BITS: usize> QRow<'_, BITS> {
     #[inline(always)]
     pub fn decode(&self, out: &mut [f32]) {
         let (scale, bias) = self.scale_bias();
-        self.each(0, self.values, |k, q| out[k] = scale.mul_add(q, bias));
+        for (at, out) in (0..).step_by(REDUCE_BLOCK).zip(out.chunks_mut(REDUCE_BLOCK)) {
+            self.widen(at, out);
+            for o in out {
+                *o = scale.mul_add(*o, bias);
+            }
+        }
     }
 }
 
@@ -150,13 +172,17 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
                 o.fill(0.0);
             }
             let (ws, wb) = (w * scale, w * bias);
-            // (Unpacked into a block first, so that the sum's loop is one of slices.)
+            // (Unpacked into a block first, so that the sum's loop is one of slices; a
+            // walk's block is one chunk of a length the compiler knows.)
             let mut x = [0.0f32; REDUCE_BLOCK];
-            for (at, o) in (0..).step_by(REDUCE_BLOCK).zip(o.chunks_mut(REDUCE_BLOCK)) {
-                row.each(c + at, o.len(), |k, q| x[k] = q);
+            let (mut at, n) = (0, o.len());
+            while at < n {
+                let o = &mut o[at..(at + REDUCE_BLOCK).min(n)];
+                row.widen(c + at, &mut x[..o.len()]);
                 for (o, &q) in o.iter_mut().zip(&x) {
                     *o = ws.mul_add(q, *o + wb);
                 }
+                at += REDUCE_BLOCK;
             }
         } else {
             // Each value `fma(scale, q, bias)`, then the pooling's own step (in blocks of
@@ -166,7 +192,10 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
             let mut at = 0;
             while at < n {
                 let len = (n - at).min(REDUCE_BLOCK);
-                row.each(c + at, len, |k, q| x[k] = scale.mul_add(q, bias));
+                row.widen(c + at, &mut x[..len]);
+                for x in &mut x[..len] {
+                    *x = scale.mul_add(*x, bias);
+                }
                 let arg = if Op::ARG {
                     &mut a[at..at + len]
                 } else {
