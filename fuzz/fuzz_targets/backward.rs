@@ -56,17 +56,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
     let Some((walk, axis)) = Walk::of(&shape, input.axis as isize, &idx, &seg, skip) else {
         return;
     };
-    let arr: Vec<i64> = match &seg {
-        Seg::Indptr(v) | Seg::Starts(v) | Seg::Lengths(v) | Seg::Ids(v, _) => v.clone(),
-        Seg::Uniform(_) => vec![],
-    };
-    let segments = match &seg {
-        Seg::Indptr(_) => Segments::indptr(&arr),
-        Seg::Starts(_) => Segments::starts(&arr),
-        Seg::Lengths(_) => Segments::lengths(&arr),
-        Seg::Uniform(l) => Segments::uniform(*l),
-        Seg::Ids(_, n) => Segments::ids(&arr, *n),
-    };
+    let segments = seg.segments();
     let plan = match skip {
         Some(k) => GatherReducePlan::new_skipping(&shape[..], &idx, k, segments, input.axis as isize),
         None => GatherReducePlan::new(&shape[..], &idx, segments, input.axis as isize),

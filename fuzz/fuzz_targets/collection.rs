@@ -64,14 +64,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         Table::from(f32s[1].view()),
         Table::from(QTable::new(&q, Rowwise::Int8).unwrap()),
     ];
-    let poolings = [
-        Pooling::Sum,
-        Pooling::Mean,
-        Pooling::SqrtN,
-        Pooling::Max,
-        Pooling::Min,
-        Pooling::Prod,
-    ];
+    let poolings = Pooling::ALL;
     let specs: Vec<Spec> = input
         .features
         .iter()

@@ -16,7 +16,7 @@ use ndarray_gather::prelude::*;
 #[allow(dead_code)]
 mod pooling;
 
-use pooling::{Seg, Spec, Why, gather_reduce as naive, same_bits};
+use pooling::{Seg, Spec, Why, gather_reduce as naive, pool_of, same_bits};
 
 #[derive(Debug, Arbitrary)]
 struct Input {
@@ -107,30 +107,8 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         input.axis as isize,
         &spec,
     );
-    let pool = || {
-        let mut p: Pool<'_, f64> = pooling.into();
-        if let Some(w) = &weights {
-            p = p.weighted(w);
-        }
-        if let Some(s) = skip {
-            p = p.skip(s);
-        }
-        if let Some(f) = fill {
-            p = p.fill(f);
-        }
-        p
-    };
-    let arr: Vec<i64> = match &seg {
-        Seg::Indptr(v) | Seg::Starts(v) | Seg::Lengths(v) | Seg::Ids(v, _) => v.clone(),
-        Seg::Uniform(_) => vec![],
-    };
-    let segments = || match &seg {
-        Seg::Indptr(_) => Segments::indptr(&arr),
-        Seg::Starts(_) => Segments::starts(&arr),
-        Seg::Lengths(_) => Segments::lengths(&arr),
-        Seg::Uniform(l) => Segments::uniform(*l),
-        Seg::Ids(_, n) => Segments::ids(&arr, *n),
-    };
+    let pool = || pool_of(pooling, weights.as_deref(), skip, fill);
+    let segments = || seg.segments();
     let shape_of_idx = idx_shape.clone().unwrap_or_default();
     let axis = input.axis as isize;
     let check = |got: Result<ArrayD<f64>, GatherError>| match (&expected, got) {

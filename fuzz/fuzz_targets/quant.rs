@@ -16,7 +16,7 @@ use ndarray_gather::quant::{QTable, Rowwise};
 #[allow(dead_code)]
 mod pooling;
 
-use pooling::{Seg, Spec, Why, gather_reduce as naive, same_bits, segment_of};
+use pooling::{Seg, Spec, Why, gather_reduce as naive, pool_of, same_bits, segment_of};
 
 #[derive(Debug, Arbitrary)]
 struct Input {
@@ -117,30 +117,8 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         Some(l) if sums => (fbgemm(&bytes, l, &idx, &seg, &spec, e), a),
         _ => (e, a),
     });
-    let pool = || {
-        let mut p: Pool<'_, f32> = pooling.into();
-        if let Some(w) = &weights {
-            p = p.weighted(w);
-        }
-        if let Some(s) = skip {
-            p = p.skip(s);
-        }
-        if let Some(f) = fill {
-            p = p.fill(f);
-        }
-        p
-    };
-    let arr: Vec<i64> = match &seg {
-        Seg::Indptr(v) | Seg::Starts(v) | Seg::Lengths(v) | Seg::Ids(v, _) => v.clone(),
-        Seg::Uniform(_) => vec![],
-    };
-    let segments = || match &seg {
-        Seg::Indptr(_) => Segments::indptr(&arr),
-        Seg::Starts(_) => Segments::starts(&arr),
-        Seg::Lengths(_) => Segments::lengths(&arr),
-        Seg::Uniform(l) => Segments::uniform(*l),
-        Seg::Ids(_, c) => Segments::ids(&arr, *c),
-    };
+    let pool = || pool_of(pooling, weights.as_deref(), skip, fill);
+    let segments = || seg.segments();
     let shape_of_idx = [positions];
     if input.arg {
         match (&expected, qt.gather_reduce_arg(&idx, segments(), pool())) {

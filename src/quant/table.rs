@@ -15,6 +15,8 @@ use super::Rowwise;
 use crate::call::reduce::{Out, Rows, gather_reduce, resolve_rows};
 use crate::call::zeros;
 use crate::error::GatherError;
+#[cfg(feature = "half")]
+use crate::half_bits::{widen_bf16, widen_f16};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::BadIndex;
@@ -271,12 +273,12 @@ impl<'a> QTable<'a> {
             Stored::F16(h) => out
                 .iter_mut()
                 .zip(h.view().row(r))
-                .for_each(|(o, h)| *o = h.to_f32()),
+                .for_each(|(o, h)| *o = widen_f16(h.to_bits())),
             #[cfg(feature = "half")]
             Stored::Bf16(h) => out
                 .iter_mut()
                 .zip(h.view().row(r))
-                .for_each(|(o, h)| *o = h.to_f32()),
+                .for_each(|(o, h)| *o = widen_bf16(h.to_bits())),
         }
     }
 

@@ -223,22 +223,12 @@ impl Routed {
         let merged = partials.merge(op, &Pooler::of(pool, route.total), count, w, out, &mut at);
         table.spare.borrow_mut().got = got.values;
         merged?;
-        let out = if fresh {
-            Some(
-                ArrayD::from_shape_vec(IxDyn(&shape), fresh_out)
-                    .map_err(|_| internal(op, "an output of another size"))?,
-            )
-        } else {
-            None
-        };
-        let arg = if arg {
-            Some(
-                ArrayD::from_shape_vec(IxDyn(&shape), at)
-                    .map_err(|_| internal(op, "an argmax of another size"))?,
-            )
-        } else {
-            None
-        };
+        let out = fresh
+            .then(|| shaped(op, &shape, fresh_out, "an output of another size"))
+            .transpose()?;
+        let arg = arg
+            .then(|| shaped(op, &shape, at, "an argmax of another size"))
+            .transpose()?;
         Ok((out, arg))
     }
 
@@ -544,4 +534,15 @@ impl OwnerSide {
             batch_start,
         }
     }
+}
+
+/// `values` as an array of `shape` (their number is the shape's: else an internal error,
+/// `what`).
+fn shaped<V>(
+    op: &'static str,
+    shape: &[usize],
+    values: Vec<V>,
+    what: &'static str,
+) -> Result<ArrayD<V>, GatherError> {
+    ArrayD::from_shape_vec(IxDyn(shape), values).map_err(|_| internal(op, what))
 }

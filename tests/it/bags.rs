@@ -9,17 +9,7 @@ use ndarray_gather::bags::{Collection, Jagged, Table};
 use ndarray_gather::prelude::*;
 use ndarray_gather::quant::{QTable, Rowwise};
 
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) as usize) % n.max(1)
-    }
-}
+use crate::support::generate::Lcg;
 
 /// A feature of the test: its table, pooling, skip, fill and whether it is weighted.
 type Spec = (usize, Pooling, Option<i64>, Option<f32>, bool);
@@ -104,14 +94,7 @@ fn a_collection_is_its_features_single_calls() {
         let mut model = Vec::new();
         for _ in 0..features {
             let t = g.below(4);
-            let pooling = [
-                Pooling::Sum,
-                Pooling::Mean,
-                Pooling::SqrtN,
-                Pooling::Max,
-                Pooling::Min,
-                Pooling::Prod,
-            ][g.below(6)];
+            let pooling = Pooling::ALL[g.below(6)];
             let skip = (g.below(3) == 0).then_some(-1);
             let fill = (g.below(2) == 0).then_some(-3.5);
             let weighted =

@@ -678,9 +678,9 @@ fn half_rows_pool_as_their_f32_table() {
             2 if r == 4 => f32::INFINITY,
             k => (k as f32 - 5.5) * 1.25 + r as f32 / 8.0,
         });
-        let h: Array2<f16> = t.mapv(f16::from_f32);
-        let b: Array2<bf16> = t.mapv(bf16::from_f32);
-        let (th, tb) = (h.mapv(f16::to_f32), b.mapv(bf16::to_f32));
+        let h: Array2<f16> = t.mapv(f16::from_f32_const);
+        let b: Array2<bf16> = t.mapv(bf16::from_f32_const);
+        let (th, tb) = (h.mapv(f16::to_f32_const), b.mapv(bf16::to_f32_const));
         let hf = Array2::from_shape_vec((9, d).f(), h.t().iter().copied().collect()).unwrap();
         let wide = Array2::from_shape_fn((9, 2 * d), |(r, c)| h[[r, c / 2]]);
         let strided = wide.slice(s![.., ..;2]);
@@ -691,14 +691,7 @@ fn half_rows_pool_as_their_f32_table() {
             Segments::starts(&[0, 2, 2, 5]),
             Segments::ids(&[1, 0, 3, 1, 1, 0, 3, 3, 0], 4),
         ];
-        let all_pools = [
-            Pooling::Sum,
-            Pooling::Mean,
-            Pooling::SqrtN,
-            Pooling::Max,
-            Pooling::Min,
-            Pooling::Prod,
-        ];
+        let all_pools = Pooling::ALL;
         let (segs_run, pools_run) = if cfg!(miri) {
             (&all_segs[..1], &[Pooling::Sum, Pooling::Max][..])
         } else {
@@ -754,7 +747,7 @@ fn half_rows_pool_as_their_f32_table() {
     }
     // One thread and three: the same bits on a table large enough to split.
     let t = Array2::from_shape_fn((3000, 64), |(r, c)| ((r * 13 + c) % 97) as f32 / 8.0 - 6.0);
-    let h = t.mapv(f16::from_f32);
+    let h = t.mapv(f16::from_f32_const);
     let idx: Vec<i64> = (0..40_000).map(|p| (p * 7919 % 3000) as i64).collect();
     let starts: Vec<i64> = (0..4000).map(|b| b * 10).collect();
     let run = |threads: usize| {
@@ -768,7 +761,7 @@ fn half_rows_pool_as_their_f32_table() {
     assert_eq!(run(1).mapv(f32::to_bits), run(3).mapv(f32::to_bits));
     assert_eq!(
         run(1).mapv(f32::to_bits),
-        h.mapv(f16::to_f32)
+        h.mapv(f16::to_f32_const)
             .gather_reduce(&idx, Segments::starts(&starts), 0, Pooling::Mean)
             .unwrap()
             .mapv(f32::to_bits)

@@ -35,6 +35,16 @@ impl<A: PoolElement> Tally<A> {
             weight_sq: A::zero(),
         }
     }
+
+    /// Counts one more contribution, of weight `w` where the pooling is weighted.
+    #[inline(always)]
+    pub fn push(&mut self, weighted: bool, w: &A) {
+        self.count += 1;
+        if weighted {
+            self.weight += w.clone();
+            self.weight_sq += w.clone() * w.clone();
+        }
+    }
 }
 
 /// `replace` for Max / Min: a strictly better value, or a NaN where there was none
@@ -59,6 +69,15 @@ impl<'w, A: PoolElement> Pooler<'w, A> {
             fill: pool.fill.unwrap_or_else(A::zero),
             integral: A::from_f64(0.5).is_none_or(|h| h.is_zero()),
             positions,
+        }
+    }
+
+    /// Position `p`'s weight where `weighted` (an op's: the pool has weights), else one.
+    #[inline(always)]
+    pub fn weight_of(&self, weighted: bool, p: usize) -> A {
+        match &self.weights {
+            Some(w) if weighted => w[p].clone(),
+            _ => A::one(),
         }
     }
 

@@ -161,10 +161,7 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
             values: self.values,
         };
         let (scale, bias) = row.scale_bias();
-        let w = match &p.weights {
-            Some(w) if Op::WEIGHTED => w[pos],
-            _ => 1.0,
-        };
+        let w = p.weight_of(Op::WEIGHTED, pos);
         if Op::SUM {
             // FBGEMM's order, each position `fma(w * scale, q, out + w * bias)`, from zero
             // (a caller's output row holds anything before a segment's first position).
@@ -185,35 +182,48 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
                 at += REDUCE_BLOCK;
             }
         } else {
-            // Each value `fma(scale, q, bias)`, then the pooling's own step (in blocks of
-            // at most a register block's columns, in registers).
-            let mut x = [0.0f32; REDUCE_BLOCK];
-            let n = o.len();
-            let mut at = 0;
-            while at < n {
-                let len = (n - at).min(REDUCE_BLOCK);
-                row.widen(c + at, &mut x[..len]);
-                for x in &mut x[..len] {
+            // Each value `fma(scale, q, bias)`, then the pooling's own step.
+            pool_widened::<Op>(o, a, w, pos, tally, |at, x| {
+                row.widen(c + at, x);
+                for x in x {
                     *x = scale.mul_add(*x, bias);
                 }
-                let arg = if Op::ARG {
-                    &mut a[at..at + len]
-                } else {
-                    &mut [][..]
-                };
-                if tally.count == 0 {
-                    Op::first(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
-                } else {
-                    Op::next(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
-                }
-                at += len;
-            }
+            });
         }
-        tally.count += 1;
-        if Op::WEIGHTED {
-            tally.weight += w;
-            tally.weight_sq += w * w;
+        tally.push(Op::WEIGHTED, &w);
+    }
+}
+
+/// Pools the values of a row that is not `f32`, made `f32` in blocks of at most a register
+/// block's columns by `widen(at, x)` (the call's columns `at..at + x.len()`), with `Op`'s
+/// own step: the `f32` rows' poolings, in registers, for every other source.
+#[inline(always)]
+fn pool_widened<Op: RowOp<f32>>(
+    o: &mut [f32],
+    a: &mut [u32],
+    w: f32,
+    pos: usize,
+    tally: &Tally<f32>,
+    mut widen: impl FnMut(usize, &mut [f32]),
+) {
+    let mut x = [0.0f32; REDUCE_BLOCK];
+    let n = o.len();
+    let mut at = 0;
+    while at < n {
+        let len = (n - at).min(REDUCE_BLOCK);
+        widen(at, &mut x[..len]);
+        let arg = if Op::ARG {
+            &mut a[at..at + len]
+        } else {
+            &mut [][..]
+        };
+        // Positions fit `u32` where there is an argmax (the walk's contract).
+        if tally.count == 0 {
+            Op::first(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
+        } else {
+            Op::next(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
         }
+        at += len;
     }
 }
 
@@ -262,32 +272,13 @@ impl<const BF: bool> RowSource<f32> for Halves<BF> {
         // most the row's length: columns of the row of the contract.
         let row =
             unsafe { std::slice::from_raw_parts(self.base.offset(r as isize * self.stride).add(c), o.len()) };
-        let w = match &p.weights {
-            Some(w) if Op::WEIGHTED => w[pos],
-            _ => 1.0,
-        };
+        let w = p.weight_of(Op::WEIGHTED, pos);
         // Each block of values widened in registers, then the pooling's own `f32` step.
-        let mut x = [0.0f32; REDUCE_BLOCK];
-        for (at, h) in (0..).step_by(REDUCE_BLOCK).zip(row.chunks(REDUCE_BLOCK)) {
-            for (x, &h) in x.iter_mut().zip(h) {
+        pool_widened::<Op>(o, a, w, pos, tally, |at, x| {
+            for (x, &h) in x.iter_mut().zip(&row[at..]) {
                 *x = if BF { widen_bf16(h) } else { widen_f16(h) };
             }
-            let len = h.len();
-            let arg = if Op::ARG {
-                &mut a[at..at + len]
-            } else {
-                &mut [][..]
-            };
-            if tally.count == 0 {
-                Op::first(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
-            } else {
-                Op::next(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
-            }
-        }
-        tally.count += 1;
-        if Op::WEIGHTED {
-            tally.weight += w;
-            tally.weight_sq += w * w;
-        }
+        });
+        tally.push(Op::WEIGHTED, &w);
     }
 }

@@ -120,22 +120,14 @@ fn combine<A: PoolElement, Op: RowOp<A>>(
     pos: usize,
     tally: &mut Tally<A>,
 ) {
-    let w = if Op::WEIGHTED {
-        p.weights.as_ref().map_or_else(A::one, |w| w[pos].clone())
-    } else {
-        A::one()
-    };
+    let w = p.weight_of(Op::WEIGHTED, pos);
     // Positions fit `u32` where there is an argmax (the walk's contract).
     if tally.count == 0 {
         Op::first(o, x, &w, a, pos as u32);
     } else {
         Op::next(o, x, &w, a, pos as u32);
     }
-    tally.count += 1;
-    if Op::WEIGHTED {
-        tally.weight += w.clone();
-        tally.weight_sq += w.clone() * w;
-    }
+    tally.push(Op::WEIGHTED, &w);
 }
 
 /// Where a sorted walk's rows come from: the input array of the [`Geometry`]

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use crate::support::backward::{Walk, add_rows};
 use crate::support::generate::config;
 use crate::support::layouts::{Held, Layout};
-use crate::support::pooling::{Seg, same_bits};
+use crate::support::pooling::{Seg, pool_of, same_bits};
 use crate::support::reduce_cases::{Case, Elem, case};
 use crate::with_segs;
 
@@ -72,16 +72,7 @@ fn run<A: Elem>(c: &Case) -> Result<(), TestCaseError> {
         .weights
         .as_ref()
         .map(|w| w.iter().map(|&v| A::small(v)).collect());
-    let mut pool: Pool<'_, A> = c.pooling.into();
-    if let Some(w) = &weights {
-        pool = pool.weighted(w);
-    }
-    if let Some(k) = c.skip {
-        pool = pool.skip(k);
-    }
-    if let Some(f) = c.fill {
-        pool = pool.fill(A::small(f));
-    }
+    let pool = pool_of(c.pooling, weights.as_deref(), c.skip, c.fill.map(A::small));
     let mut held = Held::new(&c.x_shape, c.out_layout, init);
     let mut grad = held.view_mut();
     let before = grad.to_owned();

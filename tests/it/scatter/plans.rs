@@ -8,20 +8,8 @@ use ndarray::{Array, ArrayD, Axis, IxDyn, ShapeBuilder, Slice, array};
 use ndarray_gather::prelude::*;
 use ndarray_gather::reduce::{Add, Max, Mul, Replace};
 
+use crate::support::generate::Lcg;
 use crate::support::threads::on_1_and_3;
-
-/// A deterministic generator (a 64-bit LCG).
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        ((self.0 >> 33) as usize) % n.max(1)
-    }
-}
 
 /// Where each output position of `plan`'s gather reads, as row-major positions of its
 /// input.

@@ -200,3 +200,17 @@ pub fn convert<I: TryFrom<i64> + Copy + TryFrom<u64>>(v: i64, len: usize) -> I {
         }
     }
 }
+
+/// A deterministic generator (a 64-bit LCG), for tests that draw without proptest.
+pub struct Lcg(pub u64);
+
+impl Lcg {
+    /// A value below `n` (0 for `n = 0`).
+    pub fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % n.max(1)
+    }
+}

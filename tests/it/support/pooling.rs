@@ -4,7 +4,7 @@
 //! planner, no threads. `Err` says which error the crate must return, and for what.
 
 use ndarray::{ArrayD, ArrayViewD, Dimension, IxDyn};
-use ndarray_gather::{GatherError, PoolElement, Pooling};
+use ndarray_gather::{GatherError, Pool, PoolElement, Pooling, Segments};
 
 /// Segments as a test holds them (values as i64, whatever type the call uses).
 #[derive(Clone, Debug, PartialEq)]
@@ -17,6 +17,17 @@ pub enum Seg {
 }
 
 impl Seg {
+    /// The segments as a call takes them, over the values (empty for `Uniform`).
+    pub fn segments(&self) -> Segments<'_, i64> {
+        match self {
+            Seg::Indptr(v) => Segments::indptr(v),
+            Seg::Starts(v) => Segments::starts(v),
+            Seg::Lengths(v) => Segments::lengths(v),
+            Seg::Uniform(l) => Segments::uniform(*l),
+            Seg::Ids(v, n) => Segments::ids(v, *n),
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             Seg::Indptr(_) => "indptr",
@@ -294,4 +305,24 @@ pub fn same_bits<A: PoolElement + Copy>(a: &ArrayD<A>, b: &ArrayD<A>) -> bool {
         if f.is_nan() { u64::MAX } else { f.to_bits() }
     };
     a.shape() == b.shape() && a.iter().zip(b).all(|(x, y)| bits(x) == bits(y))
+}
+
+/// `pooling`'s pool with the weights, skip and fill given.
+pub fn pool_of<A: PoolElement>(
+    pooling: Pooling,
+    weights: Option<&[A]>,
+    skip: Option<i64>,
+    fill: Option<A>,
+) -> Pool<'_, A> {
+    let mut p: Pool<'_, A> = pooling.into();
+    if let Some(w) = weights {
+        p = p.weighted(w);
+    }
+    if let Some(s) = skip {
+        p = p.skip(s);
+    }
+    if let Some(f) = fill {
+        p = p.fill(f);
+    }
+    p
 }
