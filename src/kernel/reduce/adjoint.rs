@@ -149,11 +149,7 @@ impl<'w, A: PoolElement> Scale<'w, A> {
             // The forward's tally, in position order.
             for k in csr.segment(s) {
                 if let Some((_, pos)) = csr.entry(k) {
-                    tally.count += 1;
-                    if let Some(w) = &p.weights {
-                        tally.weight += w[pos].clone();
-                        tally.weight_sq += w[pos].clone() * w[pos].clone();
-                    }
+                    tally.push(p.weights.is_some(), &p.weight_of(true, pos));
                 }
             }
         })

@@ -7,7 +7,7 @@
 use num_traits::Float;
 
 use super::Entries;
-use super::pool::better;
+use super::ops::better;
 use crate::kernel::BadIndex;
 use crate::kernel::prefetch::{prefetch_block, prefetch_line};
 use crate::kernel::schedule::run_ranges;

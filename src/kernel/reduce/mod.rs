@@ -40,7 +40,12 @@ pub(crate) use self::quant::{QRow, Quantized};
 pub(crate) use self::runs::RowSource;
 // (The sharded tables end their segments as the kernel does.)
 #[cfg(feature = "mpi")]
-pub(crate) use self::pool::{End, better, divide};
+#[cfg(feature = "mpi")]
+pub(crate) use self::ops::better;
+#[cfg(feature = "mpi")]
+pub(crate) use self::ops::{Prod, RowOp, Sum};
+#[cfg(feature = "mpi")]
+pub(crate) use self::pool::{End, divide_row};
 pub(crate) use self::sort::Csr;
 pub(crate) use self::source::{Entries, Erased, ErasedFn, Identity, Positions, Resolved, Row, Source};
 use super::BadIndex;

@@ -5,6 +5,7 @@
 use ndarray::ArrayView1;
 
 use super::Geometry;
+use super::ops::{RowOp, WithOp, with_op};
 use crate::pool::{PoolElement, Pooling};
 
 /// The pooling of one call, as the kernel applies it.
@@ -47,14 +48,6 @@ impl<A: PoolElement> Tally<A> {
     }
 }
 
-/// `replace` for Max / Min: a strictly better value, or a NaN where there was none
-/// (`!(new <= old)` holds for a greater and for a NaN `new`).
-#[inline(always)]
-#[allow(clippy::eq_op, clippy::neg_cmp_op_on_partial_ord)]
-pub(crate) fn better<A: PartialOrd>(max: bool, old: &A, new: &A) -> bool {
-    (if max { !(new <= old) } else { !(new >= old) }) && old == old
-}
-
 impl<'w, A: PoolElement> Pooler<'w, A> {
     /// The pooling of `pool` for a call of `positions` positions.
     /// Per-head weights (`[P, H]`, `H != 1`) weigh nothing here: the caller walks each
@@ -81,15 +74,9 @@ impl<'w, A: PoolElement> Pooler<'w, A> {
         }
     }
 
-    /// Position `p`'s weight (the pool has weights).
-    #[inline(always)]
-    fn weight(&self, p: usize) -> Option<A> {
-        // The weights' length is checked against the positions before the kernel runs.
-        self.weights.as_ref().map(|w| w[p].clone())
-    }
-
     /// Combines position `p`'s row at `x` into the output row at `o` (argmax row at
-    /// `arg`, if any) as the `tally.count`-th contribution of its segment.
+    /// `arg`, if any) as the `tally.count`-th contribution of its segment, lane by lane
+    /// with the pooling's op ([`with_op`]).
     ///
     /// # Safety
     /// `x` and `o` (and `arg`) are rows of `g`'s input and output: every offset the row's
@@ -104,65 +91,53 @@ impl<'w, A: PoolElement> Pooler<'w, A> {
         p: usize,
         tally: &mut Tally<A>,
     ) {
-        let w = self.weight(p);
-        let first = tally.count == 0;
-        tally.count += 1;
-        if let Some(w) = &w {
-            tally.weight += w.clone();
-            tally.weight_sq += w.clone() * w.clone();
+        /// One row's lanes, the op chosen.
+        struct Lanes<'r, 'w, A> {
+            pooler: &'r Pooler<'w, A>,
+            g: &'r Geometry<A>,
+            x: *const A,
+            o: *mut A,
+            arg: *mut usize,
+            p: usize,
+            tally: &'r mut Tally<A>,
         }
-        // SAFETY: the caller's contract, which every `each_lane` below needs.
-        unsafe {
-            match (self.pooling, w) {
-                (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, None) => {
-                    if first {
-                        g.each_lane(x, o, |o, x| *o = A::zero() + x.clone());
-                    } else {
-                        g.each_lane(x, o, |o, x| *o += x.clone());
+        impl<A: PoolElement> WithOp<A> for Lanes<'_, '_, A> {
+            type Out = ();
+            #[inline(always)]
+            fn run<Op: RowOp<A>>(self) {
+                let Lanes {
+                    pooler,
+                    g,
+                    x,
+                    o,
+                    arg,
+                    p,
+                    tally,
+                } = self;
+                let w = pooler.weight_of(Op::WEIGHTED, p);
+                let first = tally.count == 0;
+                // SAFETY: (every call) `add`'s contract, which every `each_lane` needs.
+                unsafe {
+                    match (Op::ARG, first) {
+                        (true, true) => g.each_lane_arg(x, o, arg, |o, a, x| Op::first_one(o, x, &w, a, p)),
+                        (true, false) => g.each_lane_arg(x, o, arg, |o, a, x| Op::next_one(o, x, &w, a, p)),
+                        (false, true) => g.each_lane(x, o, |o, x| Op::first_one(o, x, &w, &mut 0, p)),
+                        (false, false) => g.each_lane(x, o, |o, x| Op::next_one(o, x, &w, &mut 0, p)),
                     }
                 }
-                (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, Some(w)) => {
-                    if first {
-                        g.each_lane(x, o, |o, x| *o = A::zero() + w.clone() * x.clone());
-                    } else {
-                        g.each_lane(x, o, |o, x| *o += w.clone() * x.clone());
-                    }
-                }
-                // Weights with Prod, Max or Min are refused before the kernel runs.
-                (Pooling::Prod, _) => {
-                    if first {
-                        g.each_lane(x, o, |o, x| *o = x.clone());
-                    } else {
-                        g.each_lane(x, o, |o, x| *o *= x.clone());
-                    }
-                }
-                (Pooling::Max | Pooling::Min, _) => {
-                    let max = self.pooling == Pooling::Max;
-                    if first {
-                        g.each_lane(x, o, |o, x| *o = x.clone());
-                        if !arg.is_null() {
-                            g.each_out(o, arg, |_, a| {
-                                if let Some(a) = a {
-                                    *a = p;
-                                }
-                            });
-                        }
-                    } else if arg.is_null() {
-                        g.each_lane(x, o, |o, x| {
-                            let keep = if better(max, o, x) { x.clone() } else { o.clone() };
-                            *o = keep;
-                        });
-                    } else {
-                        g.each_lane_arg(x, o, arg, |o, a, x| {
-                            let replace = better(max, o, x);
-                            let keep = if replace { x.clone() } else { o.clone() };
-                            *o = keep;
-                            *a = if replace { p } else { *a };
-                        });
-                    }
-                }
+                tally.push(Op::WEIGHTED, &w);
             }
         }
+        let lanes = Lanes {
+            pooler: self,
+            g,
+            x,
+            o,
+            arg,
+            p,
+            tally,
+        };
+        with_op(self.pooling, self.weights.is_some(), !arg.is_null(), lanes);
     }
 
     /// Ends a segment's output row at `o`: the divisor of `Mean` / `SqrtN`, or the fill
@@ -227,6 +202,21 @@ pub(crate) enum End<A> {
     Divide(A),
     /// Zero (an integer divided by zero, or by a count beyond its type).
     Zero,
+}
+
+/// A segment's output row (a run) divided by `d` ([`End::Divide`]), on a slice so that
+/// the loop vectorizes.
+#[inline(always)]
+pub(crate) fn divide_row<A: PoolElement>(row: &mut [A], d: &A, integral: bool) {
+    if integral {
+        for o in row {
+            *o = divide(o, d, true);
+        }
+    } else {
+        for o in row {
+            *o = o.clone() / d.clone();
+        }
+    }
 }
 
 /// `a / d`; for integers without the overflow of `MIN / -1` (which wraps to `MIN`, as

@@ -10,15 +10,15 @@
 
 use std::ops::Range;
 
-use super::ops::{Extremum, Prod, RowOp, Sum, WeightedSum};
-use super::pool::{End, divide};
+use super::ops::{RowOp, WithOp, with_op};
+use super::pool::{End, divide_row};
 use super::{Entries, Geometry, Pooler, Source, Tally, walk_span};
 use crate::index::GatherIndex;
 use crate::kernel::BadIndex;
 use crate::kernel::isa::Isa;
 use crate::kernel::prefetch::prefetch_block;
 use crate::plan::policy::{REDUCE_BLOCK, REDUCE_PREFETCH_MAX_BYTES};
-use crate::pool::{PoolElement, Pooling};
+use crate::pool::PoolElement;
 
 /// A walk over rows that are single runs: `walk` is inlined into each instruction-set
 /// variant, for each pooling's op.
@@ -40,21 +40,28 @@ pub(super) unsafe fn dispatch<A: PoolElement, W: Walker<A>>(
     p: &Pooler<'_, A>,
     w: &W,
 ) -> Result<(), BadIndex> {
-    let arg = !g.arg.is_null();
-    // SAFETY: (every arm) forwarded; the op matches the pooling, its weights and argmax.
-    unsafe {
-        match (p.pooling, p.weights.is_some(), arg) {
-            (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, false, _) => with_isa::<A, W, Sum>(isa, g, p, w),
-            (Pooling::Sum | Pooling::Mean | Pooling::SqrtN, true, _) => {
-                with_isa::<A, W, WeightedSum>(isa, g, p, w)
-            }
-            (Pooling::Prod, ..) => with_isa::<A, W, Prod>(isa, g, p, w),
-            (Pooling::Max, _, false) => with_isa::<A, W, Extremum<true, false>>(isa, g, p, w),
-            (Pooling::Max, _, true) => with_isa::<A, W, Extremum<true, true>>(isa, g, p, w),
-            (Pooling::Min, _, false) => with_isa::<A, W, Extremum<false, false>>(isa, g, p, w),
-            (Pooling::Min, _, true) => with_isa::<A, W, Extremum<false, true>>(isa, g, p, w),
+    /// The walk, its op chosen (`with_op`).
+    struct Run<'r, 'w, A, W> {
+        isa: Isa,
+        g: &'r Geometry<A>,
+        p: &'r Pooler<'w, A>,
+        w: &'r W,
+    }
+    impl<A: PoolElement, W: Walker<A>> WithOp<A> for Run<'_, '_, A, W> {
+        type Out = Result<(), BadIndex>;
+        #[inline(always)]
+        fn run<Op: RowOp<A>>(self) -> Self::Out {
+            // SAFETY: `dispatch`'s contract, forwarded; the op is the pooling's, its
+            // weights' and argmax's (`with_op`).
+            unsafe { with_isa::<A, W, Op>(self.isa, self.g, self.p, self.w) }
         }
     }
+    with_op(
+        p.pooling,
+        p.weights.is_some(),
+        !g.arg.is_null(),
+        Run { isa, g, p, w },
+    )
 }
 
 /// # Safety
@@ -220,16 +227,11 @@ unsafe fn end_row<A: PoolElement>(g: &Geometry<A>, p: &Pooler<'_, A>, s: usize, 
         End::Keep => {}
         End::Divide(d) => {
             // SAFETY: segment `s`'s output row, a run of `len` elements, this thread's.
-            let out = unsafe { std::slice::from_raw_parts_mut(o, g.lane.len) };
-            if p.integral {
-                for o in out {
-                    *o = divide(o, &d, true);
-                }
-            } else {
-                for o in out {
-                    *o = o.clone() / d.clone();
-                }
-            }
+            divide_row(
+                unsafe { std::slice::from_raw_parts_mut(o, g.lane.len) },
+                &d,
+                p.integral,
+            );
         }
         // SAFETY: as above.
         End::Fill | End::Zero => unsafe { p.finish(g, o, a, tally) },
