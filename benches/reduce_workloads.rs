@@ -826,45 +826,9 @@ fn half_bags(id: &'static str) -> ReduceWorkload {
     let idx = Array1::from(uniform(n, 1_000_000, 12));
     let starts = Array1::from(starts);
     let mut variants: Vec<Variant> = Vec::new();
-    {
-        let (idx, starts) = (idx.clone(), starts.clone());
-        variants.push((
-            "f16",
-            Box::new(move || {
-                black_box(
-                    QTable::f16(&h)
-                        .gather_reduce(&idx, Segments::starts(&starts), Pooling::Sum)
-                        .unwrap(),
-                );
-            }),
-        ));
-    }
-    {
-        let (idx, starts) = (idx.clone(), starts.clone());
-        variants.push((
-            "f16_aligned",
-            Box::new(move || {
-                black_box(
-                    QTable::f16(&ha)
-                        .gather_reduce(&idx, Segments::starts(&starts), Pooling::Sum)
-                        .unwrap(),
-                );
-            }),
-        ));
-    }
-    {
-        let (idx, starts) = (idx.clone(), starts.clone());
-        variants.push((
-            "bf16",
-            Box::new(move || {
-                black_box(
-                    QTable::bf16(&b)
-                        .gather_reduce(&idx, Segments::starts(&starts), Pooling::Sum)
-                        .unwrap(),
-                );
-            }),
-        ));
-    }
+    variants.push(half_variant("f16", h, &idx, &starts, |h| QTable::f16(h)));
+    variants.push(half_variant("f16_aligned", ha, &idx, &starts, |h| QTable::f16(h)));
+    variants.push(half_variant("bf16", b, &idx, &starts, |h| QTable::bf16(h)));
     variants.push((
         "f32",
         Box::new(move || {
@@ -880,6 +844,22 @@ fn half_bags(id: &'static str) -> ReduceWorkload {
         gathered_bytes: n * WIDTH * 2,
         variants,
     }
+}
+
+/// A Q3 variant: the bags over `rows` as the half table `table` makes of them.
+fn half_variant<H: 'static>(
+    name: &'static str,
+    rows: Array2<H>,
+    idx: &Array1<i64>,
+    starts: &Array1<i64>,
+    table: for<'a> fn(&'a Array2<H>) -> ndarray_gather::quant::QTable<'a>,
+) -> Variant {
+    let (idx, starts) = (idx.clone(), starts.clone());
+    let call = move || {
+        let bags = table(&rows).gather_reduce(&idx, Segments::starts(&starts), Pooling::Sum);
+        black_box(bags.unwrap());
+    };
+    (name, Box::new(call))
 }
 
 /// K1 / K2: a DLRM batch (BENCH-WORKLOADS.md): 26 tables of 64 values, 6 of 1M rows and 20

@@ -52,20 +52,19 @@ pub(crate) fn from_f16(h: u16) -> f32 {
     }
 }
 
-/// [`from_f16`] without a branch, so that a row's loop of it vectorizes: the magnitude's
-/// bits moved into `f32`'s places and scaled by `2^112` (exact, subnormals included), an
-/// all-ones exponent kept all ones (an infinity or a NaN, its payload kept). (Quantized
-/// rows' scale and bias too: a row's two of them took twenty instructions and branches.)
+/// [`from_f16`] without a branch, so that a row's loop of it vectorizes: the bits moved
+/// into `f32`'s places by one arithmetic shift (the sign stays at the top, the three bits
+/// under it masked off) and scaled by `2^112` (exact, subnormals included), an all-ones
+/// exponent made all ones (an infinity or a NaN, its payload kept). (Quantized rows'
+/// scale and bias too: a row's two of them took twenty instructions and branches.)
 #[inline(always)]
 pub(crate) fn widen_f16(h: u16) -> f32 {
-    let mag = u32::from(h & 0x7fff) << 13;
-    let scaled = (f32::from_bits(mag) * f32::from_bits(0x7780_0000)).to_bits();
-    let bits = if h & 0x7c00 == 0x7c00 {
-        mag | 0x7f80_0000
+    let moved = ((u32::from(h) << 16) as i32 >> 3) as u32 & 0x8fff_e000;
+    if moved & 0x0f80_0000 == 0x0f80_0000 {
+        f32::from_bits(moved | 0x7f80_0000)
     } else {
-        scaled
-    };
-    f32::from_bits(bits | (u32::from(h & 0x8000) << 16))
+        f32::from_bits(moved) * f32::from_bits(0x7780_0000)
+    }
 }
 
 /// The value of the bfloat16 bits `h`: `f32`'s upper half.

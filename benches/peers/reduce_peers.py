@@ -27,6 +27,7 @@ cache line (a 256-byte row spans 5 lines, not 4) and in 4 KiB pages (a table fro
   K1  a DLRM batch: 26 tables of 64 (6 of 1M rows, 20 of 20k-200k), B = 4096, 1-20 ids
       per (feature, sample), Sum: 26 F.embedding_bag calls + torch.cat
   K2  K1 on Int8 rows: 26 quantized::embedding_bag_byte_rowwise_offsets calls + torch.cat
+  R2  200_000 rows of 4 values into 20_000 by random ids: zeros.index_add_(0, dst, values)
   Q4  B1's table quantized: `torch*_int8` / `_int4` embedding_bag_byte / 4bit_prepack
   B5  a [200_000, 32] table, 8 batches of 4096 Zipf(1.1)-skewed bags of 1-50 ids in turn:
       `torch*` F.embedding_bag (forward), `torch*_step` embedding_bag(sparse=True),
@@ -243,6 +244,10 @@ def calls(wid):
                 forward()
 
         return {"": layer, "_fwd": fwd}
+    if wid.startswith("R2"):
+        values = torch.from_numpy(rng.standard_normal((200_000, 4)).astype(np.float32))
+        dst = torch.from_numpy(rng.integers(0, 20_000, size=200_000).astype(np.int64))
+        return {"": lambda: torch.zeros(20_000, 4).index_add_(0, dst, values)}
     if wid.startswith("G"):
         nodes, edges = 100_000, 1_000_000
         x = table(nodes)
@@ -285,6 +290,7 @@ if __name__ == "__main__":
                "G2_graph_mean", "G3_graph_max_arg", "G4_graph_plan", "R1_segment_sum",
                "T1_bag_sum_backward", "T2_bag_mean_backward", "T3_graph_mean_backward",
                "B5_small_skewed_bags", "Q4_quantize", "Q1_int8_bags", "Q2_int4_bags", "Q3_half_bags",
-               "K1_dlrm_batch", "K2_int8_dlrm", "O1_bag_step", "O3_adam_step", "A1_attention_layer"]
+               "K1_dlrm_batch", "K2_int8_dlrm", "O1_bag_step", "O3_adam_step", "A1_attention_layer",
+               "R2_narrow_ids"]
     want = sys.argv[1:]
     main([i for i in all_ids if not want or any(i.startswith(w) for w in want)])
