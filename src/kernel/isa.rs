@@ -28,6 +28,10 @@ impl Isa {
     /// The set the kernels use: the widest this CPU runs, capped by `NDARRAY_GATHER_ISA`
     /// (read once per process; unset or unknown: no cap).
     pub fn detect() -> Isa {
+        #[cfg(test)]
+        if let Some(isa) = tiers::forced() {
+            return isa;
+        }
         static CHOSEN: OnceLock<Isa> = OnceLock::new();
         *CHOSEN.get_or_init(|| Isa::capped(Isa::widest(), std::env::var(ISA_VAR).ok().as_deref()))
     }
@@ -69,6 +73,38 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         v.extend([Isa::Avx2, Isa::Avx512].into_iter().filter(|&i| i <= widest));
         v
+    }
+}
+
+/// A unit test's choice of set, so that one process runs each tier in turn (the tiers'
+/// tests compare them bit for bit).
+#[cfg(test)]
+pub(crate) mod tiers {
+    use std::sync::Mutex;
+
+    use super::Isa;
+
+    static FORCED: Mutex<Option<Isa>> = Mutex::new(None);
+    /// One test forces a set at a time.
+    static TURN: Mutex<()> = Mutex::new(());
+
+    pub(super) fn forced() -> Option<Isa> {
+        *FORCED.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `f()` on each set this CPU runs, narrowest first: its results, by set.
+    pub fn each<R>(mut f: impl FnMut() -> R) -> Vec<(Isa, R)> {
+        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
+        let results = Isa::all_available()
+            .into_iter()
+            .map(|isa| {
+                *FORCED.lock().unwrap_or_else(|e| e.into_inner()) = Some(isa);
+                assert_eq!(Isa::detect(), isa, "the kernels' choice ignores the test's");
+                (isa, f())
+            })
+            .collect();
+        *FORCED.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        results
     }
 }
 
