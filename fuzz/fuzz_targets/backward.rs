@@ -9,7 +9,7 @@ mod common;
 
 use arbitrary::Arbitrary;
 use common::{Held, Layout};
-use ndarray::{ArrayD, Axis, Dimension, IxDyn, Zip};
+use ndarray::{ArrayD, Dimension, IxDyn};
 use ndarray_gather::prelude::*;
 
 #[path = "../../tests/it/support/backward.rs"]
@@ -19,7 +19,7 @@ mod backward;
 #[allow(dead_code)]
 mod pooling;
 
-use backward::{Walk, add_rows};
+use backward::{Walk, add_arg_rows, add_rows};
 use pooling::{Seg, same_bits};
 
 #[derive(Debug, Arbitrary)]
@@ -45,13 +45,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
     }
     let idx: Vec<i64> = input.idx.iter().take(12).map(|&v| v as i64 % 8).collect();
     let seg_values: Vec<i64> = input.seg.iter().take(12).map(|&v| v as i64).collect();
-    let seg = match input.kind % 5 {
-        0 => Seg::Indptr(seg_values),
-        1 => Seg::Starts(seg_values),
-        2 => Seg::Lengths(seg_values),
-        3 => Seg::Uniform(input.count as usize % 6),
-        _ => Seg::Ids(seg_values, input.count as usize % 6),
-    };
+    let seg = Seg::of_kind(input.kind, seg_values, input.count as usize % 6);
     let skip = input.skip.map(|s| s as i64 % 8);
     let Some((walk, axis)) = Walk::of(&shape, input.axis as isize, &idx, &seg, skip) else {
         return;
@@ -108,17 +102,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         let x = ArrayD::from_shape_fn(IxDyn(&shape), |d| value(d.slice().iter().sum::<usize>() * 3 + 1));
         let (_, arg) = plan.apply_arg(&x, pool).expect("apply_arg");
         let mut expected = before.clone();
-        for (p, r, s) in walk.kept() {
-            let mut dst = expected.index_axis_mut(Axis(axis), r);
-            Zip::from(&mut dst)
-                .and(&g.index_axis(Axis(axis), s))
-                .and(&arg.index_axis(Axis(axis), s))
-                .for_each(|o, &v, &a| {
-                    if a == p {
-                        *o += v
-                    }
-                });
-        }
+        add_arg_rows(&mut expected, &g.view(), &arg, axis, &walk);
         plan.backward_arg_into(&g, &arg, &mut grad)
             .expect("backward_arg_into");
         assert!(same_bits(&expected, &grad.to_owned()));

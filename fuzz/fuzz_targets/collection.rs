@@ -11,6 +11,10 @@ use ndarray_gather::bags::{Collection, Jagged, Table};
 use ndarray_gather::prelude::*;
 use ndarray_gather::quant::{QTable, Rowwise};
 
+#[path = "../../tests/it/support/pooling.rs"]
+#[allow(dead_code)]
+mod pooling;
+
 #[derive(Debug, Arbitrary)]
 struct Input {
     widths: [u8; 3],
@@ -28,17 +32,7 @@ struct Input {
 type Spec = (usize, Pooling, Option<i64>, Option<f32>, bool);
 
 fn pool_of<'w>(&(_, pooling, skip, fill, _): &Spec, w: Option<&'w [f32]>) -> Pool<'w, f32> {
-    let mut p = Pool::from(pooling);
-    if let Some(w) = w {
-        p = p.weighted(w);
-    }
-    if let Some(k) = skip {
-        p = p.skip(k);
-    }
-    if let Some(f) = fill {
-        p = p.fill(f);
-    }
-    p
+    pooling::pool_of(pooling, w, skip, fill)
 }
 
 libfuzzer_sys::fuzz_target!(|input: Input| {

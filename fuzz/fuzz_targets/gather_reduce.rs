@@ -64,13 +64,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         .map(|i| input.idx.get(i).copied().unwrap_or(0) as i64)
         .collect();
     let seg_values: Vec<i64> = input.seg.iter().take(12).map(|&v| v as i64).collect();
-    let seg = match input.kind % 5 {
-        0 => Seg::Indptr(seg_values),
-        1 => Seg::Starts(seg_values),
-        2 => Seg::Lengths(seg_values),
-        3 => Seg::Uniform(input.count as usize % 6),
-        _ => Seg::Ids(seg_values, input.count as usize % 6),
-    };
+    let seg = Seg::of_kind(input.kind, seg_values, input.count as usize % 6);
     let pooling = Pooling::ALL[input.pooling as usize % 6];
     let values = if input.values.is_empty() {
         vec![1]

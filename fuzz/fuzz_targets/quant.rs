@@ -91,13 +91,7 @@ libfuzzer_sys::fuzz_target!(|input: Input| {
         (g, w) => panic!("gather: {g:?} against {w:?}"),
     }
     let seg_values: Vec<i64> = input.seg.iter().take(8).map(|&v| v as i64).collect();
-    let seg = match input.kind % 5 {
-        0 => Seg::Indptr(seg_values),
-        1 => Seg::Starts(seg_values),
-        2 => Seg::Lengths(seg_values),
-        3 => Seg::Uniform(input.count as usize % 5),
-        _ => Seg::Ids(seg_values, input.count as usize % 5),
-    };
+    let seg = Seg::of_kind(input.kind, seg_values, input.count as usize % 5);
     let pooling = Pooling::ALL[input.pooling as usize % 6];
     let weights: Option<Vec<f32>> = input
         .weights

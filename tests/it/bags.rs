@@ -10,23 +10,14 @@ use ndarray_gather::prelude::*;
 use ndarray_gather::quant::{QTable, Rowwise};
 
 use crate::support::generate::Lcg;
+use crate::support::pooling;
 
 /// A feature of the test: its table, pooling, skip, fill and whether it is weighted.
 type Spec = (usize, Pooling, Option<i64>, Option<f32>, bool);
 
 /// A spec's pool, with `weights` if given.
 fn pool_of<'w>(&(_, pooling, skip, fill, _): &Spec, weights: Option<&'w [f32]>) -> Pool<'w, f32> {
-    let mut p = Pool::from(pooling);
-    if let Some(w) = weights {
-        p = p.weighted(w);
-    }
-    if let Some(k) = skip {
-        p = p.skip(k);
-    }
-    if let Some(f) = fill {
-        p = p.fill(f);
-    }
-    p
+    pooling::pool_of(pooling, weights, skip, fill)
 }
 
 /// Each feature's single call, its columns side by side.

@@ -2,11 +2,11 @@
 //! shapes, axes, layouts, segments of every kind, poolings, weights, skip and fill, for
 //! five element types; dense, touched rows, and through the argmax.
 
-use ndarray::{ArrayD, Axis, IxDyn, Zip};
+use ndarray::{ArrayD, IxDyn};
 use ndarray_gather::prelude::*;
 use proptest::prelude::*;
 
-use crate::support::backward::{Walk, add_rows};
+use crate::support::backward::{Walk, add_arg_rows, add_rows};
 use crate::support::generate::config;
 use crate::support::layouts::{Held, Layout};
 use crate::support::pooling::{Seg, pool_of, same_bits};
@@ -143,17 +143,7 @@ fn run_arg<A: Elem>(
     let mut expected = grad.to_owned();
     plan.backward_arg_into(g, &arg, &mut grad)
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
-    for (p, r, s) in walk.kept() {
-        let mut dst = expected.index_axis_mut(Axis(axis), r);
-        Zip::from(&mut dst)
-            .and(&g.index_axis(Axis(axis), s))
-            .and(&arg.index_axis(Axis(axis), s))
-            .for_each(|o, &v, &a| {
-                if a == p {
-                    *o += v
-                }
-            });
-    }
+    add_arg_rows(&mut expected, &g.view(), &arg, axis, walk);
     prop_assert!(
         same_bits(&expected, &grad.to_owned()),
         "backward_arg_into: expected {expected:?}, got {grad:?}"

@@ -109,3 +109,25 @@ pub fn add_rows<A: PoolElement + Copy>(
         });
     }
 }
+
+/// `grad[idx[p]] += g[s]` where the argmax `arg` names position `p`: each element of a
+/// `Max` / `Min` segment's gradient goes to the position its value came from.
+pub fn add_arg_rows<A: PoolElement + Copy>(
+    grad: &mut ArrayD<A>,
+    g: &ndarray::ArrayViewD<A>,
+    arg: &ArrayD<usize>,
+    axis: usize,
+    walk: &Walk,
+) {
+    for (p, r, s) in walk.kept() {
+        let mut dst = grad.index_axis_mut(Axis(axis), r);
+        Zip::from(&mut dst)
+            .and(&g.index_axis(Axis(axis), s))
+            .and(&arg.index_axis(Axis(axis), s))
+            .for_each(|o, &v, &a| {
+                if a == p {
+                    *o += v
+                }
+            });
+    }
+}

@@ -17,6 +17,18 @@ pub enum Seg {
 }
 
 impl Seg {
+    /// Segments of kind `kind % 5` over `values` (a fuzz target's choice; `Uniform` of
+    /// `count` long, `Ids` of `count` segments).
+    pub fn of_kind(kind: u8, values: Vec<i64>, count: usize) -> Seg {
+        match kind % 5 {
+            0 => Seg::Indptr(values),
+            1 => Seg::Starts(values),
+            2 => Seg::Lengths(values),
+            3 => Seg::Uniform(count),
+            _ => Seg::Ids(values, count),
+        }
+    }
+
     /// The segments as a call takes them, over the values (empty for `Uniform`).
     pub fn segments(&self) -> Segments<'_, i64> {
         match self {
