@@ -7,8 +7,7 @@
 
 use super::Geometry;
 use super::ops::RowOp;
-use super::pool::{Pooler, Tally};
-use super::runs::RowSource;
+use super::runs::{RowSource, Slot};
 #[cfg(feature = "half")]
 use crate::half_bits::widen_bf16;
 use crate::half_bits::widen_f16;
@@ -142,18 +141,7 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
     }
 
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn combine<Op: RowOp<f32>>(
-        &self,
-        _: &Geometry<f32>,
-        p: &Pooler<'_, f32>,
-        o: &mut [f32],
-        r: usize,
-        c: usize,
-        a: &mut [u32],
-        pos: usize,
-        tally: &mut Tally<f32>,
-    ) {
+    unsafe fn combine<Op: RowOp<f32>>(&self, _: &Geometry<f32>, r: usize, c: usize, to: Slot<'_, '_, f32>) {
         // SAFETY: `r` below the walk's rows (the caller's contract), rows of the contract.
         let bytes = unsafe { self.row(r) };
         let row = QRow::<BITS> {
@@ -161,36 +149,36 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
             values: self.values,
         };
         let (scale, bias) = row.scale_bias();
-        let w = p.weight_of(Op::WEIGHTED, pos);
+        let w = to.weight::<Op>();
         if Op::SUM {
             // FBGEMM's order, each position `fma(w * scale, q, out + w * bias)`, from zero
             // (a caller's output row holds anything before a segment's first position).
-            if tally.count == 0 {
-                o.fill(0.0);
+            if to.tally.count == 0 {
+                to.o.fill(0.0);
             }
             let (ws, wb) = (w * scale, w * bias);
             // (Unpacked into a block first, so that the sum's loop is one of slices; a
             // walk's block is one chunk of a length the compiler knows.)
             let mut x = [0.0f32; REDUCE_BLOCK];
-            let (mut at, n) = (0, o.len());
+            let (mut at, n) = (0, to.o.len());
             while at < n {
-                let o = &mut o[at..(at + REDUCE_BLOCK).min(n)];
+                let o = &mut to.o[at..(at + REDUCE_BLOCK).min(n)];
                 row.widen(c + at, &mut x[..o.len()]);
                 for (o, &q) in o.iter_mut().zip(&x) {
                     *o = ws.mul_add(q, *o + wb);
                 }
                 at += REDUCE_BLOCK;
             }
+            to.tally.push(Op::WEIGHTED, &w);
         } else {
             // Each value `fma(scale, q, bias)`, then the pooling's own step.
-            pool_widened::<Op>(o, a, w, pos, tally, |at, x| {
+            pool_widened::<Op>(to, w, |at, x| {
                 row.widen(c + at, x);
                 for x in x {
                     *x = scale.mul_add(*x, bias);
                 }
             });
         }
-        tally.push(Op::WEIGHTED, &w);
     }
 }
 
@@ -198,33 +186,28 @@ impl<const BITS: usize> RowSource<f32> for Quantized<BITS> {
 /// block's columns by `widen(at, x)` (the call's columns `at..at + x.len()`), with `Op`'s
 /// own step: the `f32` rows' poolings, in registers, for every other source.
 #[inline(always)]
-fn pool_widened<Op: RowOp<f32>>(
-    o: &mut [f32],
-    a: &mut [u32],
-    w: f32,
-    pos: usize,
-    tally: &Tally<f32>,
-    mut widen: impl FnMut(usize, &mut [f32]),
-) {
+fn pool_widened<Op: RowOp<f32>>(to: Slot<'_, '_, f32>, w: f32, mut widen: impl FnMut(usize, &mut [f32])) {
     let mut x = [0.0f32; REDUCE_BLOCK];
-    let n = o.len();
+    let (n, first) = (to.o.len(), to.tally.count == 0);
     let mut at = 0;
     while at < n {
         let len = (n - at).min(REDUCE_BLOCK);
         widen(at, &mut x[..len]);
         let arg = if Op::ARG {
-            &mut a[at..at + len]
+            &mut to.a[at..at + len]
         } else {
             &mut [][..]
         };
         // Positions fit `u32` where there is an argmax (the walk's contract).
-        if tally.count == 0 {
-            Op::first(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
+        let (o, x, pos) = (&mut to.o[at..at + len], &x[..len], to.pos as u32);
+        if first {
+            Op::first(o, x, &w, arg, pos);
         } else {
-            Op::next(&mut o[at..at + len], &x[..len], &w, arg, pos as u32);
+            Op::next(o, x, &w, arg, pos);
         }
         at += len;
     }
+    to.tally.push(Op::WEIGHTED, &w);
 }
 
 #[cfg(feature = "half")]
@@ -257,28 +240,18 @@ impl<const BF: bool> RowSource<f32> for Halves<BF> {
 
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn combine<Op: RowOp<f32>>(
-        &self,
-        _: &Geometry<f32>,
-        p: &Pooler<'_, f32>,
-        o: &mut [f32],
-        r: usize,
-        c: usize,
-        a: &mut [u32],
-        pos: usize,
-        tally: &mut Tally<f32>,
-    ) {
+    unsafe fn combine<Op: RowOp<f32>>(&self, _: &Geometry<f32>, r: usize, c: usize, to: Slot<'_, '_, f32>) {
         // SAFETY: `r` below the walk's rows (the caller's contract) and `c + o.len()` at
         // most the row's length: columns of the row of the contract.
-        let row =
-            unsafe { std::slice::from_raw_parts(self.base.offset(r as isize * self.stride).add(c), o.len()) };
-        let w = p.weight_of(Op::WEIGHTED, pos);
+        let row = unsafe {
+            std::slice::from_raw_parts(self.base.offset(r as isize * self.stride).add(c), to.o.len())
+        };
+        let w = to.weight::<Op>();
         // Each block of values widened in registers, then the pooling's own `f32` step.
-        pool_widened::<Op>(o, a, w, pos, tally, |at, x| {
+        pool_widened::<Op>(to, w, |at, x| {
             for (x, &h) in x.iter_mut().zip(&row[at..]) {
                 *x = if BF { widen_bf16(h) } else { widen_f16(h) };
             }
         });
-        tally.push(Op::WEIGHTED, &w);
     }
 }

@@ -116,25 +116,35 @@ unsafe fn walk_avx512<A: PoolElement, W: Walker<A>, Op: RowOp<A>>(
     unsafe { w.walk::<Op>(g, p) }
 }
 
-/// Combines input row `x` of position `pos` into output row `o` (argmax row `a`) as its
-/// segment's next contribution, counted in `tally`.
-#[inline(always)]
-fn combine<A: PoolElement, Op: RowOp<A>>(
-    p: &Pooler<'_, A>,
-    o: &mut [A],
-    x: &[A],
-    a: &mut [u32],
-    pos: usize,
-    tally: &mut Tally<A>,
-) {
-    let w = p.weight_of(Op::WEIGHTED, pos);
-    // Positions fit `u32` where there is an argmax (the walk's contract).
-    if tally.count == 0 {
-        Op::first(o, x, &w, a, pos as u32);
-    } else {
-        Op::next(o, x, &w, a, pos as u32);
+/// Where a position's row goes: its segment's output block `o` (and argmax block `a`,
+/// where the op keeps one), the pooling, the position, and the segment's tally.
+pub(crate) struct Slot<'s, 'w, A> {
+    pub p: &'s Pooler<'w, A>,
+    pub o: &'s mut [A],
+    pub a: &'s mut [u32],
+    pub pos: usize,
+    pub tally: &'s mut Tally<A>,
+}
+
+impl<A: PoolElement> Slot<'_, '_, A> {
+    /// Combines row `x` (the block's columns) into the block as the segment's next
+    /// contribution, weighted by `w`, and counts it.
+    #[inline(always)]
+    pub fn pool<Op: RowOp<A>>(self, x: &[A], w: &A) {
+        // Positions fit `u32` where there is an argmax (the walk's contract).
+        if self.tally.count == 0 {
+            Op::first(self.o, x, w, self.a, self.pos as u32);
+        } else {
+            Op::next(self.o, x, w, self.a, self.pos as u32);
+        }
+        self.tally.push(Op::WEIGHTED, w);
     }
-    tally.push(Op::WEIGHTED, &w);
+
+    /// The position's weight where `Op` is weighted, else one.
+    #[inline(always)]
+    pub fn weight<Op: RowOp<A>>(&self) -> A {
+        self.p.weight_of(Op::WEIGHTED, self.pos)
+    }
 }
 
 /// Where a sorted walk's rows come from: the input array of the [`Geometry`]
@@ -146,24 +156,13 @@ pub(crate) trait RowSource<A>: Sync {
     const INPUT: bool;
     /// Asks for `bytes` bytes' worth of row `r`'s columns from `c`.
     fn prefetch(&self, g: &Geometry<A>, r: usize, c: usize, bytes: usize);
-    /// Combines columns `c..c + o.len()` of row `r` into `o` as position `pos`'s
-    /// contribution to its segment (argmax row `a`), counted in `tally`.
+    /// Combines columns `c..c + to.o.len()` of row `r` into `to` (its position's
+    /// contribution to its segment).
     ///
     /// # Safety
-    /// The contract of [`Walker::walk`]; `r < g.rows`, `c + o.len()` at most the row's
+    /// The contract of [`Walker::walk`]; `r < g.rows`, `c + to.o.len()` at most the row's
     /// length.
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn combine<Op: RowOp<A>>(
-        &self,
-        g: &Geometry<A>,
-        p: &Pooler<'_, A>,
-        o: &mut [A],
-        r: usize,
-        c: usize,
-        a: &mut [u32],
-        pos: usize,
-        tally: &mut Tally<A>,
-    );
+    unsafe fn combine<Op: RowOp<A>>(&self, g: &Geometry<A>, r: usize, c: usize, to: Slot<'_, '_, A>);
 }
 
 /// The geometry's own input rows.
@@ -178,22 +177,12 @@ impl<A: PoolElement> RowSource<A> for Input {
     }
 
     #[inline(always)]
-    #[allow(clippy::too_many_arguments)]
-    unsafe fn combine<Op: RowOp<A>>(
-        &self,
-        g: &Geometry<A>,
-        p: &Pooler<'_, A>,
-        o: &mut [A],
-        r: usize,
-        c: usize,
-        a: &mut [u32],
-        pos: usize,
-        tally: &mut Tally<A>,
-    ) {
-        // SAFETY: `r < rows`, so `o.len()` elements from column `c` are its row's (the
+    unsafe fn combine<Op: RowOp<A>>(&self, g: &Geometry<A>, r: usize, c: usize, to: Slot<'_, '_, A>) {
+        // SAFETY: `r < rows`, so `to.o.len()` elements from column `c` are its row's (the
         // caller's contract).
-        let x = unsafe { std::slice::from_raw_parts(g.x_row(r).add(c), o.len()) };
-        combine::<A, Op>(p, o, x, a, pos, tally);
+        let x = unsafe { std::slice::from_raw_parts(g.x_row(r).add(c), to.o.len()) };
+        let w = to.weight::<Op>();
+        to.pool::<Op>(x, &w);
     }
 }
 
@@ -360,8 +349,14 @@ impl<E: Entries, R> Sorted<'_, E, R> {
             |r, pos| {
                 // SAFETY: `r < rows`, and `K` columns from `c` are the row's (the contract).
                 unsafe {
-                    self.rows
-                        .combine::<Op>(g, p, &mut acc, r, c, &mut arg, pos, &mut tally)
+                    let to = Slot {
+                        p,
+                        o: &mut acc,
+                        a: &mut arg,
+                        pos,
+                        tally: &mut tally,
+                    };
+                    self.rows.combine::<Op>(g, r, c, to)
                 };
             },
         )?;
@@ -412,8 +407,14 @@ impl<E: Entries, R> Sorted<'_, E, R> {
                 // thread's (the contract); `r < rows` and the columns from `c` are its.
                 unsafe {
                     let o = std::slice::from_raw_parts_mut(g.out_row(s).0, g.lane.len);
-                    self.rows
-                        .combine::<Op>(g, p, &mut o[c..], r, c, arg, pos, &mut tally);
+                    let to = Slot {
+                        p,
+                        o: &mut o[c..],
+                        a: &mut *arg,
+                        pos,
+                        tally: &mut tally,
+                    };
+                    self.rows.combine::<Op>(g, r, c, to);
                 }
             },
         )?;
@@ -448,7 +449,15 @@ impl<A: PoolElement, S: Source, J: GatherIndex> Walker<A> for ById<'_, S, J> {
             |r, s, q, tally| {
                 // SAFETY: `r < rows`, `s` in this walk's span (the contract).
                 let (x, o) = unsafe { rows_of(g, r, s) };
-                combine::<A, Op>(p, o, x, &mut [], q, tally);
+                let to = Slot {
+                    p,
+                    o,
+                    a: &mut [],
+                    pos: q,
+                    tally,
+                };
+                let w = to.weight::<Op>();
+                to.pool::<Op>(x, &w);
             },
             |s, tally| {
                 // SAFETY: segment `s`'s rows, in this walk's span.
