@@ -57,18 +57,9 @@ pub struct ReduceWorkload {
     pub variants: Vec<Variant>,
 }
 
-/// Deterministic uniform values in `0..n` (a 64-bit LCG; fixed seed).
-pub fn uniform(count: usize, n: usize, seed: u64) -> Vec<i64> {
-    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..count)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 33) % n as u64) as i64
-        })
-        .collect()
-}
+#[path = "lcg.rs"]
+mod lcg;
+pub use lcg::uniform;
 
 fn table(rows: usize) -> Array2<f32> {
     Array2::from_shape_fn((rows, WIDTH), |(r, c)| ((r * 7 + c) % 65521) as f32 * 0.5)
@@ -283,43 +274,19 @@ pub fn build_reduce(id: &str) -> ReduceWorkload {
                     }),
                 ));
             }
-            {
-                let (t, idx, starts, w) = (t.clone(), idx.clone(), starts.clone(), w.clone());
-                let mut out = Array2::<f32>::zeros((bags, WIDTH));
-                variants.push((
-                    "into",
-                    Box::new(move || {
-                        t.gather_reduce_into(
-                            &idx,
-                            Segments::starts(&starts),
-                            0,
-                            pool(pooling, weighted, &w),
-                            &mut out,
-                        )
-                        .unwrap()
-                    }),
-                ));
-            }
-            {
-                // The table in the crate's line-aligned allocation (`zeros_aligned`), as
-                // PyTorch's allocator lays its tensors out.
-                let mut ta: Array2<f32> = ndarray_gather::zeros_aligned(t.dim()).unwrap();
-                ta.assign(&t);
+            // The table as a user allocates it, and in the crate's line-aligned allocation
+            // (`zeros_aligned`), as PyTorch's allocator lays its tensors out.
+            let mut ta: Array2<f32> = ndarray_gather::zeros_aligned(t.dim()).unwrap();
+            ta.assign(&t);
+            for (name, t) in [("into", t.clone()), ("into_aligned", ta)] {
                 let (idx, starts, w) = (idx.clone(), starts.clone(), w.clone());
                 let mut out = Array2::<f32>::zeros((bags, WIDTH));
-                variants.push((
-                    "into_aligned",
-                    Box::new(move || {
-                        ta.gather_reduce_into(
-                            &idx,
-                            Segments::starts(&starts),
-                            0,
-                            pool(pooling, weighted, &w),
-                            &mut out,
-                        )
+                let call = move || {
+                    let pool = pool(pooling, weighted, &w);
+                    t.gather_reduce_into(&idx, Segments::starts(&starts), 0, pool, &mut out)
                         .unwrap()
-                    }),
-                ));
+                };
+                variants.push((name, Box::new(call)));
             }
             if id == "B1_bag_sum" {
                 let (t1, idx1, st1) = (t.clone(), idx.clone(), starts.clone());
@@ -796,15 +763,7 @@ fn quantized_bags(id: &'static str) -> ReduceWorkload {
             }),
         ));
     }
-    variants.push((
-        "f32",
-        Box::new(move || {
-            black_box(
-                t.gather_reduce(&idx, Segments::starts(&starts), 0, Pooling::Sum)
-                    .unwrap(),
-            );
-        }),
-    ));
+    variants.push(b1_variant(t, idx, starts));
     ReduceWorkload {
         id,
         out_bytes: 16384 * WIDTH * 4,
@@ -825,25 +784,29 @@ fn half_bags(id: &'static str) -> ReduceWorkload {
     let (starts, n) = bags();
     let idx = Array1::from(uniform(n, 1_000_000, 12));
     let starts = Array1::from(starts);
-    let mut variants: Vec<Variant> = Vec::new();
-    variants.push(half_variant("f16", h, &idx, &starts, |h| QTable::f16(h)));
-    variants.push(half_variant("f16_aligned", ha, &idx, &starts, |h| QTable::f16(h)));
-    variants.push(half_variant("bf16", b, &idx, &starts, |h| QTable::bf16(h)));
-    variants.push((
-        "f32",
-        Box::new(move || {
-            black_box(
-                t.gather_reduce(&idx, Segments::starts(&starts), 0, Pooling::Sum)
-                    .unwrap(),
-            );
-        }),
-    ));
+    let variants = vec![
+        half_variant("f16", h, &idx, &starts, |h| QTable::f16(h)),
+        half_variant("f16_aligned", ha, &idx, &starts, |h| QTable::f16(h)),
+        half_variant("bf16", b, &idx, &starts, |h| QTable::bf16(h)),
+        b1_variant(t, idx, starts),
+    ];
     ReduceWorkload {
         id,
         out_bytes: 16384 * WIDTH * 4,
         gathered_bytes: n * WIDTH * 2,
         variants,
     }
+}
+
+/// B1's own `f32` call (`f32`), beside a quantized or half table's in the same process.
+fn b1_variant(t: Array2<f32>, idx: Array1<i64>, starts: Array1<i64>) -> Variant {
+    let call = move || {
+        black_box(
+            t.gather_reduce(&idx, Segments::starts(&starts), 0, Pooling::Sum)
+                .unwrap(),
+        );
+    };
+    ("f32", Box::new(call))
 }
 
 /// A Q3 variant: the bags over `rows` as the half table `table` makes of them.
