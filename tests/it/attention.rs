@@ -382,27 +382,28 @@ fn gradients_match_central_differences_in_f64() {
     c.plan
         .backward_into(&r, Pooling::Sum.weighted(&alpha), &mut g_x)
         .unwrap();
-    let eps = 1e-6;
-    let close = |num: f64, got: f64, what: &str| {
-        assert!(
-            (num - got).abs() <= 1e-7 + 1e-6 * got.abs(),
-            "{what}: {num} vs {got}"
-        );
-    };
-    for (ix, &g) in g_scores.indexed_iter() {
-        let (mut up, mut down) = (scores.clone(), scores.clone());
-        up[ix] += eps;
-        down[ix] -= eps;
-        let num = (loss(&c.plan, &up, &x, &r) - loss(&c.plan, &down, &x, &r)) / (2.0 * eps);
-        close(num, g, &format!("scores{ix:?}"));
+    // Each element of `at` moved by `±eps`, the loss's central difference against `got`.
+    fn central<D: ndarray::Dimension>(
+        what: &str,
+        at: &ndarray::Array<f64, D>,
+        got: &ndarray::Array<f64, D>,
+        loss: impl Fn(&ndarray::Array<f64, D>) -> f64,
+    ) {
+        let eps = 1e-6;
+        // (Both in standard layout: flat positions are the same elements.)
+        for (i, &g) in got.iter().enumerate() {
+            let (mut up, mut down) = (at.clone(), at.clone());
+            up.as_slice_mut().expect("standard layout")[i] += eps;
+            down.as_slice_mut().expect("standard layout")[i] -= eps;
+            let num = (loss(&up) - loss(&down)) / (2.0 * eps);
+            assert!(
+                (num - g).abs() <= 1e-7 + 1e-6 * g.abs(),
+                "{what}[{i}]: {num} vs {g}"
+            );
+        }
     }
-    for (ix, &g) in g_x.indexed_iter() {
-        let (mut up, mut down) = (x.clone(), x.clone());
-        up[ix] += eps;
-        down[ix] -= eps;
-        let num = (loss(&c.plan, &scores, &up, &r) - loss(&c.plan, &scores, &down, &r)) / (2.0 * eps);
-        close(num, g, &format!("x{ix:?}"));
-    }
+    central("scores", &scores, &g_scores, |s| loss(&c.plan, s, &x, &r));
+    central("x", &x, &g_x, |x| loss(&c.plan, &scores, x, &r));
 }
 
 #[cfg(not(miri))]
