@@ -20,6 +20,8 @@
 
 mod rows;
 mod table;
+#[cfg(all(test, feature = "half"))]
+mod tiers;
 
 use ndarray::{Array2, ArrayRef, AsArray, Ix2};
 
