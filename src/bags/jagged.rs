@@ -24,11 +24,11 @@ use crate::pool::Pool;
 #[doc(alias = "KeyedJaggedTensor")]
 #[derive(Debug, Clone)]
 pub struct Jagged<'a, I, J = I> {
-    pub(super) values: ArrayView1<'a, I>,
+    pub(crate) values: ArrayView1<'a, I>,
     /// `F * B + 1` offsets into `values`, from 0.
-    pub(super) offsets: Vec<usize>,
-    pub(super) batch: usize,
-    pub(super) weights: Option<&'a [f32]>,
+    pub(crate) offsets: Vec<usize>,
+    pub(crate) batch: usize,
+    pub(crate) weights: Option<&'a [f32]>,
     kind: std::marker::PhantomData<J>,
 }
 

@@ -113,6 +113,18 @@ impl Collection {
         self.features.len()
     }
 
+    /// The tables' `(rows, width)`, in table order.
+    pub(crate) fn table_dims(&self) -> &[(usize, usize)] {
+        &self.tables
+    }
+
+    /// Feature `f`'s table, its pool (pooling, skip and fill; no weights) and whether the
+    /// batch's weights weigh it.
+    pub(crate) fn feature_parts(&self, f: usize) -> (usize, Pool<'static, f32>, bool) {
+        let g = &self.features[f];
+        (g.table, g.pool.clone(), g.weighted)
+    }
+
     /// The output's columns: `Σ D_f`, each feature's table's width.
     pub fn width(&self) -> usize {
         self.features
@@ -215,7 +227,7 @@ impl Collection {
 
     /// The batch against the collection: its weights, its features, each feature's table,
     /// pool and indices (resolved into rows).
-    fn check_batch<I: GatherIndex, J: GatherIndex>(
+    pub(crate) fn check_batch<I: GatherIndex, J: GatherIndex>(
         &self,
         op: &'static str,
         batch: &Jagged<'_, I, J>,

@@ -400,6 +400,11 @@ impl CollectionPlan {
         Ok(())
     }
 
+    /// Feature `f`'s plan and pool (for a sharded collection's argmax of a feature).
+    pub(crate) fn feature_plan(&self, f: usize) -> (&GatherReducePlan, Pool<'_, f32>) {
+        (&self.features[f].plan, self.features[f].pool())
+    }
+
     /// The features that read table `t`, in feature order.
     fn reading(&self, t: usize) -> impl Iterator<Item = usize> + '_ {
         (0..self.features.len()).filter(move |&f| self.collection.features[f].table == t)

@@ -129,7 +129,7 @@ impl<T: TableMut + ?Sized> TableMut for &mut T {
 
 impl Table<'_> {
     /// `(rows, width)`.
-    pub(super) fn dim(&self) -> (usize, usize) {
+    pub(crate) fn dim(&self) -> (usize, usize) {
         match self {
             Table::F32(t) => t.dim(),
             Table::Quantized(q) => q.dim(),

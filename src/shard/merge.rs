@@ -138,7 +138,7 @@ pub(super) fn tallies<A: PoolElement + Copy>(
 /// Ends a segment's combined `row` (and its positions `pos`, for an argmax) as the
 /// single-process call ends it, from its `tally`: filled where it has no position,
 /// divided for a `Mean` / `SqrtN`.
-fn end_row<A: PoolElement + Copy>(
+pub(super) fn end_row<A: PoolElement + Copy>(
     pooler: &Pooler<'_, A>,
     tally: &Tally<A>,
     row: &mut [A],
@@ -164,7 +164,7 @@ fn end_row<A: PoolElement + Copy>(
 /// element loop, the combine took a quarter of D2's time).
 /// (The ops of `Sum` and `Prod`, as a walk combines its rows.)
 #[inline(never)]
-fn fold_row<A: PoolElement + Copy>(dst: &mut [A], src: &[A], fresh: bool, prod: bool) {
+pub(super) fn fold_row<A: PoolElement + Copy>(dst: &mut [A], src: &[A], fresh: bool, prod: bool) {
     let one = A::one();
     match (fresh, prod) {
         (true, false) => Sum::first(dst, src, &one, &mut [], 0),
@@ -191,6 +191,6 @@ fn fold_under<A: PoolElement + Copy>(dst: &mut [A], lower: &[A], prod: bool) {
 /// whichever owner held it.
 #[inline(always)]
 #[allow(clippy::eq_op)]
-fn wins<A: PartialOrd>(max: bool, (old, p): (&A, usize), (new, q): (&A, usize)) -> bool {
+pub(super) fn wins<A: PartialOrd>(max: bool, (old, p): (&A, usize), (new, q): (&A, usize)) -> bool {
     better(max, old, new) || (q < p && (new == old || (old != old && new != new)))
 }

@@ -42,9 +42,13 @@
 //! --example sharded_bags`); `cargo test --features mpi` launches `mpirun -n 1..4` itself.
 
 mod backward;
+mod collection;
+mod collection_plan;
+mod collection_step;
 mod combine;
 mod exchange;
 mod merge;
+mod placement;
 mod plan;
 mod route;
 mod rows;
@@ -64,6 +68,8 @@ use ndarray::{Array, ArrayD, ArrayRef, ArrayView1, Dimension, IxDyn};
 
 use self::combine::Routed;
 use self::exchange::{CallShape, agree, agree_pooled, all_to_all};
+pub use self::collection::{ShardedCollection, ShardedCollectionPlan};
+pub use self::placement::{Placement, Shard};
 pub use self::plan::ShardedPlan;
 use self::route::{Route, lend};
 pub use self::rows::Rows;

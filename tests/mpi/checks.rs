@@ -15,20 +15,20 @@ use ndarray_gather::prelude::*;
 use ndarray_gather::shard::{Rows, ShardedTable, Traffic};
 
 /// A deterministic generator (a 64-bit LCG).
-struct Lcg(u64);
+pub(crate) struct Lcg(u64);
 
 impl Lcg {
-    fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Lcg(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
     }
-    fn below(&mut self, n: usize) -> usize {
+    pub(crate) fn below(&mut self, n: usize) -> usize {
         self.0 = self
             .0
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
         ((self.0 >> 33) as usize) % n.max(1)
     }
-    fn value(&mut self) -> f32 {
+    pub(crate) fn value(&mut self) -> f32 {
         // Values of mixed magnitudes and signs, so that the order of additions shows.
         let v = self.below(2001) as f32 - 1000.0;
         v * [1e-3, 1.0, 1e3][self.below(3)]
@@ -37,13 +37,13 @@ impl Lcg {
 
 /// One rank's batch for a gather-reduce.
 #[derive(Clone)]
-struct Batch {
-    ids: Vec<i64>,
+pub(crate) struct Batch {
+    pub(crate) ids: Vec<i64>,
     /// The segments' array (starts, indptr, lengths or ids) and, for ids, the count.
-    seg: Vec<i64>,
-    kind: usize,
-    count: usize,
-    weights: Vec<f32>,
+    pub(crate) seg: Vec<i64>,
+    pub(crate) kind: usize,
+    pub(crate) count: usize,
+    pub(crate) weights: Vec<f32>,
 }
 
 impl Batch {
@@ -124,13 +124,13 @@ fn batch(seed: u64, rank: usize, n: usize) -> Batch {
 }
 
 /// The whole table of case `seed`: `n` rows of `w` values.
-fn whole(seed: u64, n: usize, w: usize) -> Array2<f32> {
+pub(crate) fn whole(seed: u64, n: usize, w: usize) -> Array2<f32> {
     let mut g = Lcg::new(seed);
     Array2::from_shape_simple_fn((n, w), || g.value())
 }
 
 /// The bounds of case `seed` for `ranks` ranks: even, or uneven with ranks holding no rows.
-fn bounds(seed: u64, n: usize, ranks: usize) -> Rows {
+pub(crate) fn bounds(seed: u64, n: usize, ranks: usize) -> Rows {
     let mut g = Lcg::new(seed ^ 0xB0B);
     if g.below(2) == 0 {
         return Rows::even(n, ranks);
@@ -144,7 +144,7 @@ fn bounds(seed: u64, n: usize, ranks: usize) -> Rows {
 /// Decision 39's order, written out: for each segment, each owner's positions combined in
 /// position order (from zero, or the first for `Prod`), the owners' partials in rank order,
 /// then the caller's divisor; empty segments `fill`.
-fn two_level(
+pub(crate) fn two_level(
     t: &Array2<f32>,
     rows: &Rows,
     b: &Batch,
@@ -213,7 +213,7 @@ fn two_level(
 }
 
 /// Bits of an array, for exact comparisons (NaN payloads and the sign of zero included).
-fn bits(a: &ndarray::ArrayRef<f32, ndarray::Ix2>) -> Vec<u32> {
+pub(crate) fn bits(a: &ndarray::ArrayRef<f32, ndarray::Ix2>) -> Vec<u32> {
     a.iter().map(|v| v.to_bits()).collect()
 }
 
@@ -861,6 +861,7 @@ pub fn run() {
             println!("bits rank {me} of {ranks}: {digest:016x}");
         }
     }
+    checked += crate::collections::run(&world);
     // Every rank ran the same number of checks (and none hung).
     let mut total = 0u64;
     world.all_reduce_into(&(checked as u64), &mut total, SystemOperation::sum());

@@ -4,6 +4,7 @@
 //! the checks of `checks.rs` on every rank.
 
 mod checks;
+mod collections;
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

@@ -21,6 +21,7 @@ pub(crate) struct Pooler<'w, A> {
 }
 
 /// A segment's running count and weight sums (for the divisors of `Mean` and `SqrtN`).
+#[derive(Debug, Clone)]
 pub(crate) struct Tally<A> {
     pub count: usize,
     pub weight: A,

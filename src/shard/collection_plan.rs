@@ -1,0 +1,462 @@
+//! A sharded collection's plan ([`ShardedCollectionPlan`]): the caller's side (each link's
+//! bags and, for row-wise features, what ends them) and the owner's side (a
+//! single-process [`CollectionPlan`] over every rank's ids of the blocks it holds, the
+//! sources' batches back to back in rank order), routed in one exchange.
+
+use mpi::traits::{Communicator, CommunicatorCollectives};
+use ndarray::ArrayView1;
+
+use super::ShardedCollection;
+use super::Traffic;
+use super::exchange::{agree, all_to_all};
+use super::placement::{Kind, Layout};
+use crate::bags::{AsTable, Collection, CollectionPlan, Jagged};
+use crate::call::reduce::Rows;
+use crate::error::{GatherError, internal};
+use crate::index::GatherIndex;
+use crate::kernel::reduce::{Pooler, Scale, Tally};
+use crate::pool::{Pool, Pooling};
+
+/// A [`ShardedCollection`]'s batch routed and checked once ([`ShardedCollection::plan`]):
+/// [`apply`](Self::apply) it to the collection as its blocks change,
+/// [`step`](Self::step) or [`backward_rows`](Self::backward_rows) it. No lifetime;
+/// every method is collective.
+#[derive(Debug, Clone)]
+pub struct ShardedCollectionPlan {
+    pub(super) layout: Layout,
+    pub(super) ranks: usize,
+    pub(super) batch: usize,
+    pub(super) width: usize,
+    /// Made by `plan` (with the backward's coefficients), not by `gather_reduce`.
+    pub(super) training: bool,
+    pub(super) features: Vec<FeatureSide>,
+    /// Per link (every link: each owner hears from every rank), this rank's side of it.
+    pub(super) sent: Vec<Sent>,
+    pub(super) served: Served,
+    pub(super) local: Option<Local>,
+}
+
+/// A feature as its caller ends it.
+#[derive(Debug, Clone)]
+pub(super) struct FeatureSide {
+    pub at: usize,
+    pub d: usize,
+    pub kind: Kind,
+    pub pooling: Pooling,
+    pub weighted: bool,
+    pub fill: Option<f32>,
+    /// A row-wise feature's bags' tallies (kept positions, weights' sums in position
+    /// order): what ends each bag after its partials are combined.
+    pub tallies: Vec<Tally<f32>>,
+}
+
+/// A link as its caller routed it: each of its bags' positions on the link's block, and,
+/// for a row-wise `Max` / `Min`, those positions (the feature's), which break ties.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Sent {
+    pub lens: Vec<u32>,
+    pub positions: Vec<u32>,
+}
+
+/// The owner's side: the links whose blocks it holds (`links`, layout numbers) as the
+/// features of a single-process collection over its blocks (`tables`: indices into its
+/// blocks), every source's bags back to back (`starts`).
+#[derive(Debug, Clone)]
+pub(super) struct Served {
+    pub links: Vec<usize>,
+    pub tables: Vec<usize>,
+    pub model: Collection,
+    pub forward: CollectionPlan,
+    /// Where a row-wise `Mean` / `SqrtN` pools its partials with plain sums, its backward
+    /// scales each position by the caller's coefficient (a weight): a second plan.
+    pub backward: Option<CollectionPlan>,
+    pub starts: Vec<usize>,
+    /// Per served link, every source's bags' lengths back to back, and where each
+    /// source's positions start.
+    pub lens: Vec<Vec<u32>>,
+    pub pos_starts: Vec<Vec<usize>>,
+    /// Each served link's first column in the forward's output.
+    pub at: Vec<usize>,
+}
+
+/// The replicated tables: this rank's batch pooled on its own copies.
+#[derive(Debug, Clone)]
+pub(super) struct Local {
+    /// The collection's features that read them, and their blocks (indices into this
+    /// rank's blocks).
+    pub features: Vec<usize>,
+    pub tables: Vec<usize>,
+    pub plan: CollectionPlan,
+}
+
+impl ShardedCollectionPlan {
+    /// The batch size of this rank.
+    pub fn batch(&self) -> usize {
+        self.batch
+    }
+
+    /// Routes `batch` (`training`: with the coefficients a row-wise `Mean` / `SqrtN`'s
+    /// backward needs). Collective.
+    pub(super) fn build<C, B, I, J>(
+        sc: &ShardedCollection<'_, C, B>,
+        op: &'static str,
+        batch: &Jagged<'_, I, J>,
+        training: bool,
+    ) -> Result<Self, GatherError>
+    where
+        C: Communicator + CommunicatorCollectives,
+        B: AsTable,
+        I: GatherIndex,
+        J: GatherIndex,
+    {
+        let (comm, layout, model) = (sc.comm, &sc.layout, &sc.model);
+        let ranks = comm.size() as usize;
+        let rows = agree(comm, op, model.check_batch(op, batch))?;
+        let b = batch.batch;
+        let mut traffic = Traffic::default();
+        let features = feature_sides(model, layout, batch, &rows);
+        // Each rank's message: its batch size, then per link at that rank its bags'
+        // lengths and ids; the weights (and a row-wise mean's coefficients) beside.
+        let mut words: Vec<Vec<u64>> = vec![vec![b as u64]; ranks];
+        let mut floats: Vec<Vec<f32>> = vec![Vec::new(); ranks];
+        let mut sent = Vec::with_capacity(layout.links.len());
+        let mut coefs: Vec<Option<Vec<f32>>> = vec![None; model.features()];
+        for (l, link) in layout.links.iter().enumerate() {
+            let (f, block) = (link.feature, layout.block(l));
+            let side = &features[f];
+            let o = block.owner;
+            let range = batch.offsets[f * b]..batch.offsets[(f + 1) * b];
+            let weights = batch.weights.filter(|_| side.weighted).map(|w| &w[range.clone()]);
+            let coef = (training && has_coefs(side))
+                .then(|| coefs[f].get_or_insert_with(|| coefficients(side, &rows[f], weights, b, batch, f)));
+            let mut s = Sent {
+                lens: vec![0; b],
+                positions: Vec::new(),
+            };
+            let extremum = side.kind == Kind::Rows && matches!(side.pooling, Pooling::Max | Pooling::Min);
+            let start = words[o].len();
+            words[o].resize(start + b, 0);
+            let (lo, rows_of) = (block.shard.rows.start, &block.shard.rows);
+            for bag in 0..b {
+                let (p0, p1) = (batch.offsets[f * b + bag] - range.start, batch.offsets[f * b + bag + 1] - range.start);
+                for p in p0..p1 {
+                    let Some(r) = row(&rows[f], p).filter(|r| rows_of.contains(r)) else {
+                        continue;
+                    };
+                    s.lens[bag] += 1;
+                    words[o].push((r - lo) as u64);
+                    if let Some(w) = weights {
+                        floats[o].push(w[p]);
+                    }
+                    if extremum {
+                        s.positions.push(p as u32);
+                    }
+                }
+            }
+            // (The coefficients follow the link's weights, in the same order.)
+            if let Some(c) = coef {
+                for bag in 0..b {
+                    let (p0, p1) = (batch.offsets[f * b + bag] - range.start, batch.offsets[f * b + bag + 1] - range.start);
+                    floats[o].extend((p0..p1).filter(|&p| row(&rows[f], p).is_some_and(|r| rows_of.contains(&r))).map(|p| c[p]));
+                }
+            }
+            words[o][start..start + b].iter_mut().zip(&s.lens).for_each(|(w, &n)| *w = u64::from(n));
+            sent.push(s);
+        }
+        let counts: Vec<usize> = words.iter().map(Vec::len).collect();
+        let got = all_to_all(comm, &words.concat(), &counts, sc.chunk, &mut traffic, Vec::new());
+        let counts: Vec<usize> = floats.iter().map(Vec::len).collect();
+        let got_f = all_to_all(comm, &floats.concat(), &counts, sc.chunk, &mut traffic, Vec::new());
+        let served = Served::of(sc, op, &features, training, |q| (got.from(q), got_f.from(q)));
+        let local = Local::of(sc, op, batch, &rows, &features);
+        sc.traffic.set(traffic);
+        // (An owner's failure, which the checks rule out, is every rank's.)
+        let (served, local) = agree(comm, op, served.and_then(|s| Ok((s, local?))))?;
+        Ok(ShardedCollectionPlan {
+            layout: layout.clone(),
+            ranks,
+
+            batch: b,
+            width: model.width(),
+            training,
+            features,
+            sent,
+            served,
+            local,
+        })
+    }
+}
+
+/// Each feature's caller side: its columns, kind and pooling, and a row-wise feature's
+/// tallies.
+fn feature_sides<I: GatherIndex, J: GatherIndex>(
+    model: &Collection,
+    layout: &Layout,
+    batch: &Jagged<'_, I, J>,
+    rows: &[Rows],
+) -> Vec<FeatureSide> {
+    let b = batch.batch;
+    let mut at = 0;
+    (0..model.features())
+        .map(|f| {
+            let (t, pool, weighted) = model.feature_parts(f);
+            let d = model.table_dims()[t].1;
+            let kind = layout.kinds[t];
+            let mut tallies = Vec::new();
+            if kind == Kind::Rows {
+                let start = batch.offsets[f * b];
+                let w = batch.weights.filter(|_| weighted);
+                for bag in 0..b {
+                    let mut t = Tally::new();
+                    for p in batch.offsets[f * b + bag]..batch.offsets[f * b + bag + 1] {
+                        if row(&rows[f], p - start).is_some() {
+                            t.push(weighted, &w.map_or(1.0, |w| w[p]));
+                        }
+                    }
+                    tallies.push(t);
+                }
+            }
+            let side = FeatureSide {
+                at,
+                d,
+                kind,
+                pooling: pool.pooling,
+                weighted,
+                fill: pool.fill,
+                tallies,
+            };
+            at += d;
+            side
+        })
+        .collect()
+}
+
+/// Whether a feature's backward scales its positions by the caller's coefficients: a
+/// row-wise `Mean` / `SqrtN` (its owners see only part of a bag).
+pub(super) fn has_coefs(side: &FeatureSide) -> bool {
+    side.kind == Kind::Rows && matches!(side.pooling, Pooling::Mean | Pooling::SqrtN)
+}
+
+/// Each position's backward coefficient of a row-wise `Mean` / `SqrtN` feature `f`, as
+/// the single-process backward computes it (decision 34) from the whole bag's tally.
+fn coefficients<I: GatherIndex, J: GatherIndex>(
+    side: &FeatureSide,
+    rows: &Rows,
+    weights: Option<&[f32]>,
+    b: usize,
+    batch: &Jagged<'_, I, J>,
+    f: usize,
+) -> Vec<f32> {
+    let start = batch.offsets[f * b];
+    let positions = batch.offsets[(f + 1) * b] - start;
+    let pool = Pool {
+        pooling: side.pooling,
+        weights: weights.map(|w| ArrayView1::from(w).insert_axis(ndarray::Axis(1))),
+        skip: None,
+        fill: side.fill,
+    };
+    let pooler = Pooler::of(pool, positions);
+    let scale = Scale::of_tallies(&pooler, b, |bag, t| {
+        for p in batch.offsets[f * b + bag] - start..batch.offsets[f * b + bag + 1] - start {
+            if row(rows, p).is_some() {
+                t.push(weights.is_some(), &weights.map_or(1.0, |w| w[p]));
+            }
+        }
+    });
+    let mut c = vec![1.0; positions];
+    if let Some(scale) = scale {
+        for bag in 0..b {
+            for p in batch.offsets[f * b + bag] - start..batch.offsets[f * b + bag + 1] - start {
+                c[p] = scale.get(bag, p).unwrap_or(1.0);
+            }
+        }
+    }
+    c
+}
+
+/// Position `p`'s resolved row, `None` where skipped.
+pub(super) fn row(rows: &Rows, p: usize) -> Option<usize> {
+    match rows {
+        Rows::Narrow(v) => (v[p] != u32::MAX).then(|| v[p] as usize),
+        Rows::Wide(v) => (v[p] != usize::MAX).then_some(v[p]),
+    }
+}
+
+/// The pool a link's owner pools with: a whole bag's as the feature's (no skip: skipped
+/// ids do not travel); a row-wise partial's with plain sums (the caller divides) and no
+/// fill, `Prod`, `Max` and `Min` as they are.
+fn owner_pool(side: &FeatureSide) -> Pool<'static, f32> {
+    let pooling = match (side.kind, side.pooling) {
+        (Kind::Rows, Pooling::Sum | Pooling::Mean | Pooling::SqrtN) => Pooling::Sum,
+        (_, p) => p,
+    };
+    Pool {
+        pooling,
+        weights: None,
+        skip: None,
+        fill: if side.kind == Kind::Rows { None } else { side.fill },
+    }
+}
+
+impl Served {
+    /// The owner's side from what every source `q` sent (`from(q)`: its words and
+    /// floats).
+    fn of<'a, C, B: AsTable>(
+        sc: &ShardedCollection<'_, C, B>,
+        op: &'static str,
+        features: &[FeatureSide],
+        training: bool,
+        from: impl Fn(usize) -> (&'a [u64], &'a [f32]),
+    ) -> Result<Served, GatherError>
+    where
+        C: Communicator,
+    {
+        let (layout, ranks, me) = (&sc.layout, sc.comm.size() as usize, sc.comm.rank() as usize);
+        let links: Vec<usize> = layout.links_at(me).collect();
+        // The blocks the links read (this rank's, but the replicated ones), as tables.
+        let tables: Vec<usize> = (0..layout.local.len())
+            .filter(|&k| layout.kinds[layout.blocks[layout.local[k]].shard.table] != Kind::Replicated)
+            .collect();
+        let table_of = |block: usize| tables.iter().position(|&k| layout.local[k] == block);
+        let n = links.len();
+        let (mut lens, mut ids, mut weights, mut coefs) =
+            (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
+        let mut pos_starts = vec![Vec::with_capacity(ranks); n];
+        let mut starts = vec![0usize];
+        let bad = || internal(op, "a routing message of another length");
+        for q in 0..ranks {
+            let (words, floats) = from(q);
+            let bq = *words.first().ok_or_else(bad)? as usize;
+            starts.push(starts[q] + bq);
+            let (mut at, mut fat) = (1, 0);
+            for (i, &l) in links.iter().enumerate() {
+                let side = &features[layout.links[l].feature];
+                let ls = words.get(at..at + bq).ok_or_else(bad)?;
+                let k: usize = ls.iter().map(|&x| x as usize).sum();
+                lens[i].extend(ls.iter().map(|&x| x as u32));
+                pos_starts[i].push(ids[i].len());
+                ids[i].extend_from_slice(words.get(at + bq..at + bq + k).ok_or_else(bad)?);
+                at += bq + k;
+                if side.weighted {
+                    weights[i].extend_from_slice(floats.get(fat..fat + k).ok_or_else(bad)?);
+                    fat += k;
+                } else {
+                    weights[i].resize(ids[i].len(), 1.0);
+                }
+                if training && has_coefs(side) {
+                    coefs[i].extend_from_slice(floats.get(fat..fat + k).ok_or_else(bad)?);
+                    fat += k;
+                }
+            }
+        }
+        let total = starts[ranks];
+        let mut model = Collection::new();
+        for &k in &tables {
+            let s = &layout.blocks[layout.local[k]].shard;
+            model = model.table(s.rows.len(), s.cols.len());
+        }
+        let mut backward_model = model.clone();
+        let mut at = Vec::with_capacity(n);
+        let mut width = 0;
+        for &l in &links {
+            let link = layout.links[l];
+            let side = &features[link.feature];
+            let t = table_of(link.block).ok_or_else(|| internal(op, "a link to a block not held"))?;
+            at.push(width);
+            width += layout.blocks[link.block].shard.cols.len();
+            let pool = owner_pool(side);
+            model = match side.weighted {
+                true => model.weighted_feature(t, pool),
+                false => model.feature(t, pool),
+            };
+            backward_model = match (training && has_coefs(side), side.weighted) {
+                (true, _) => backward_model.weighted_feature(t, Pooling::Sum),
+                (false, true) => backward_model.weighted_feature(t, owner_pool(side)),
+                (false, false) => backward_model.feature(t, owner_pool(side)),
+            };
+        }
+        let values: Vec<u64> = ids.concat();
+        let lengths: Vec<u32> = lens.concat();
+        let w: Vec<f32> = weights.concat();
+        let batch = Jagged::lengths(&values, &lengths, total)?.weighted(&w);
+        let forward = model.plan(&batch)?;
+        let scaled = links.iter().any(|&l| has_coefs(&features[layout.links[l].feature]));
+        let backward = match training && scaled {
+            true => {
+                let bw: Vec<f32> = (0..n)
+                    .flat_map(|i| match has_coefs(&features[layout.links[links[i]].feature]) {
+                        true => &coefs[i],
+                        false => &weights[i],
+                    })
+                    .copied()
+                    .collect();
+                Some(backward_model.plan(&Jagged::lengths(&values, &lengths, total)?.weighted(&bw))?)
+            }
+            false => None,
+        };
+        Ok(Served {
+            links,
+            tables,
+            model,
+            forward,
+            backward,
+            starts,
+            lens,
+            pos_starts,
+            at,
+        })
+    }
+}
+
+impl Local {
+    /// The replicated tables' plan of this rank's own batch (`None`: there are none).
+    fn of<C: Communicator, B, I: GatherIndex, J: GatherIndex>(
+        sc: &ShardedCollection<'_, C, B>,
+        _op: &'static str,
+        batch: &Jagged<'_, I, J>,
+        rows: &[Rows],
+        features: &[FeatureSide],
+    ) -> Result<Option<Local>, GatherError> {
+        let (layout, model) = (&sc.layout, &sc.model);
+        let tables: Vec<usize> = (0..layout.local.len())
+            .filter(|&k| layout.kinds[layout.blocks[layout.local[k]].shard.table] == Kind::Replicated)
+            .collect();
+        if tables.is_empty() {
+            return Ok(None);
+        }
+        let table_of = |t: usize| tables.iter().position(|&k| layout.blocks[layout.local[k]].shard.table == t);
+        let b = batch.batch;
+        let mut sub = Collection::new();
+        for &k in &tables {
+            let s = &layout.blocks[layout.local[k]].shard;
+            sub = sub.table(s.rows.len(), s.cols.len());
+        }
+        let (mut values, mut lengths, mut weights, mut reading) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        for (f, side) in features.iter().enumerate() {
+            let (t, mut pool, weighted) = model.feature_parts(f);
+            let Some(rt) = table_of(t).filter(|_| side.kind == Kind::Replicated) else {
+                continue;
+            };
+            pool.skip = None;
+            sub = if weighted { sub.weighted_feature(rt, pool) } else { sub.feature(rt, pool) };
+            reading.push(f);
+            let start = batch.offsets[f * b];
+            for bag in 0..b {
+                let before = values.len();
+                for p in batch.offsets[f * b + bag]..batch.offsets[f * b + bag + 1] {
+                    if let Some(r) = row(&rows[f], p - start) {
+                        values.push(r as u64);
+                        weights.push(batch.weights.filter(|_| weighted).map_or(1.0, |w| w[p]));
+                    }
+                }
+                lengths.push((values.len() - before) as u32);
+            }
+        }
+        let plan = sub.plan(&Jagged::lengths(&values, &lengths, b)?.weighted(&weights))?;
+        Ok(Some(Local {
+            features: reading,
+            tables,
+            plan,
+        }))
+    }
+}

@@ -1,0 +1,331 @@
+//! Sharded collections (decisions 61-65) on every rank: every placement mixed in one
+//! model against the single-process `Collection` (bits; row-wise against decision 39's
+//! two-level order), the step against the single-process step of every rank's batch back
+//! to back (bits; a replicated table's rank-order sum), errors on one rank only.
+
+use mpi::traits::*;
+use ndarray::{Array2, s};
+use ndarray_gather::bags::{Collection, Jagged};
+use ndarray_gather::optim::{Adagrad, Optimizer, Sgd};
+use ndarray_gather::prelude::*;
+use ndarray_gather::shard::{Placement, Rows, ShardedCollection};
+
+use crate::checks::{Batch, Lcg, bits, bounds, two_level, whole};
+
+/// Table shapes: a row-wise table, a column-wise one, a table-wise one, a replicated one,
+/// and a second row-wise one.
+const TABLES: [(usize, usize); 5] = [(40, 6), (12, 5), (9, 3), (7, 2), (30, 4)];
+
+/// One rank's batch: `(values, lengths, weights, batch size)`, ids anywhere in `-n..n`
+/// of each feature's table, some `-1` (skipped by the features that skip).
+struct Ids {
+    values: Vec<i64>,
+    lengths: Vec<i64>,
+    weights: Vec<f32>,
+    batch: usize,
+}
+
+impl Ids {
+    fn of(seed: u64, rank: usize, model: &[(usize, &str)]) -> Ids {
+        let mut g = Lcg::new(seed * 7919 + rank as u64);
+        let batch = g.below(5);
+        let (mut values, mut lengths) = (Vec::new(), Vec::new());
+        for &(t, _) in model {
+            let n = TABLES[t].0;
+            for _ in 0..batch {
+                let len = g.below(5);
+                lengths.push(len as i64);
+                values.extend((0..len).map(|_| g.below(2 * n) as i64 - n as i64));
+            }
+        }
+        let weights = (0..values.len()).map(|_| g.value()).collect();
+        Ids {
+            values,
+            lengths,
+            weights,
+            batch,
+        }
+    }
+
+    fn jagged(&self) -> Jagged<'_, i64> {
+        Jagged::lengths(&self.values, &self.lengths, self.batch)
+            .unwrap()
+            .weighted(&self.weights)
+    }
+
+    /// Feature `f`'s ids, weights and bags' lengths.
+    fn feature(&self, f: usize) -> (Vec<i64>, Vec<f32>, Vec<i64>) {
+        let b = self.batch;
+        let start: i64 = self.lengths[..f * b].iter().sum();
+        let lens = self.lengths[f * b..(f + 1) * b].to_vec();
+        let end = start + lens.iter().sum::<i64>();
+        let r = start as usize..end as usize;
+        (self.values[r.clone()].to_vec(), self.weights[r].to_vec(), lens)
+    }
+}
+
+/// Every rank's batches back to back in rank order (feature-major), as one batch.
+fn concatenated(all: &[Ids], features: usize) -> Ids {
+    let (mut values, mut lengths, mut weights) = (Vec::new(), Vec::new(), Vec::new());
+    for f in 0..features {
+        for ids in all {
+            let (v, w, l) = ids.feature(f);
+            values.extend(v);
+            weights.extend(w);
+            lengths.extend(l);
+        }
+    }
+    Ids {
+        values,
+        lengths,
+        weights,
+        batch: all.iter().map(|i| i.batch).sum(),
+    }
+}
+
+/// The features: `(table, pooling)`; `w` weighted, `s` skipping -1, `f` filling 7.
+fn build(features: &[(usize, &str)]) -> Collection {
+    let mut model = Collection::new();
+    for &(n, d) in &TABLES {
+        model = model.table(n, d);
+    }
+    for &(t, p) in features {
+        let pooling: Pooling = p.trim_end_matches(['w', 's', 'f']).parse().unwrap();
+        let mut pool: Pool<'static, f32> = pooling.into();
+        if p.ends_with('s') {
+            pool = pool.skip(-1);
+        }
+        if p.ends_with('f') {
+            pool = pool.fill(7.0);
+        }
+        model = match p.ends_with('w') {
+            true => model.weighted_feature(t, pool),
+            false => model.feature(t, pool),
+        };
+    }
+    model
+}
+
+/// The placements of case `seed` on `ranks` ranks.
+fn placements(seed: u64, ranks: usize) -> Vec<Placement> {
+    let r = |k: usize| (seed as usize + k) % ranks;
+    vec![
+        Placement::Rows(bounds(seed, TABLES[0].0, ranks)),
+        Placement::Columns(vec![(r(1), 0..2), (r(2), 2..3), (r(0), 3..5)]),
+        Placement::Table(r(3)),
+        Placement::Replicated,
+        Placement::Rows(Rows::even(TABLES[4].0, ranks)),
+    ]
+}
+
+fn blocks(model: &Collection, placements: &[Placement], me: usize, tables: &[Array2<f32>]) -> Vec<Array2<f32>> {
+    Placement::shards(placements, model, me)
+        .iter()
+        .map(|s| tables[s.table].slice(s![s.rows.clone(), s.cols.clone()]).to_owned())
+        .collect()
+}
+
+pub fn run(world: &impl Communicator) -> usize {
+    let (me, ranks) = (world.rank() as usize, world.size() as usize);
+    let mut checked = 0;
+    let forward: [(usize, &str); 10] = [
+        (0, "sum"),
+        (1, "mean"),
+        (2, "sums"),
+        (3, "max"),
+        (0, "meanw"),
+        (1, "sumw"),
+        (4, "sqrtnw"),
+        (4, "max"),
+        (0, "prod"),
+        (2, "minf"),
+    ];
+    for seed in 1..=6u64 {
+        let tables: Vec<Array2<f32>> = (0..TABLES.len())
+            .map(|t| whole(seed * 10 + t as u64, TABLES[t].0, TABLES[t].1))
+            .collect();
+        let placements = placements(seed, ranks);
+        let model = build(&forward);
+        let sc = ShardedCollection::new(world, &model, &placements, blocks(&model, &placements, me, &tables)).unwrap();
+        let ids = Ids::of(seed, me, &forward);
+        let out = sc.gather_reduce(&ids.jagged()).unwrap();
+        let single = model.gather_reduce(&tables, &ids.jagged()).unwrap();
+        let mut at = 0;
+        for (f, &(t, p)) in forward.iter().enumerate() {
+            let d = TABLES[t].1;
+            let got = out.slice(s![.., at..at + d]).to_owned();
+            let rowwise = matches!(placements[t], Placement::Rows(_)) && !p.starts_with("max") && !p.starts_with("min");
+            let want = if rowwise && ranks > 1 {
+                let Placement::Rows(rows) = &placements[t] else { unreachable!() };
+                let (v, w, l) = ids.feature(f);
+                let b = Batch {
+                    ids: v,
+                    seg: l,
+                    kind: 2,
+                    count: ids.batch,
+                    weights: w,
+                };
+                let pooling: Pooling = p.trim_end_matches(['w', 's', 'f']).parse().unwrap();
+                two_level(&tables[t], rows, &b, pooling, p.ends_with('w'), None, 0.0)
+            } else {
+                single.slice(s![.., at..at + d]).to_owned()
+            };
+            assert_eq!(bits(&got), bits(&want), "seed {seed}: feature {f} ({p} of table {t}) on rank {me}");
+            at += d;
+        }
+        let plan = sc.plan(&ids.jagged()).unwrap();
+        assert_eq!(bits(&plan.apply(&sc).unwrap()), bits(&out), "seed {seed}: the plan's apply");
+        checked += 1;
+
+        // The step: a model with backwards only, Sgd and Adagrad, three steps.
+        let trained: [(usize, &str); 8] = [
+            (0, "sum"),
+            (1, "mean"),
+            (2, "sums"),
+            (3, "sum"),
+            (0, "meanw"),
+            (1, "sumw"),
+            (4, "sqrtnw"),
+            (3, "meanw"),
+        ];
+        let model = build(&trained);
+        let mut sc = ShardedCollection::new(world, &model, &placements, blocks(&model, &placements, me, &tables)).unwrap();
+        let all: Vec<Ids> = (0..ranks).map(|r| Ids::of(seed + 100, r, &trained)).collect();
+        let every = concatenated(&all, trained.len());
+        let mut reference = tables.clone();
+        let lr = 0.25;
+        let shards = Placement::shards(&placements, &model, me);
+        let mut opts: Vec<Box<dyn Optimizer>> = shards
+            .iter()
+            .map(|s| -> Box<dyn Optimizer> {
+                match s.table {
+                    1 | 4 => Box::new(Adagrad::new((s.rows.len(), s.cols.len()), lr)),
+                    _ => Box::new(Sgd::new(lr)),
+                }
+            })
+            .collect();
+        let mut ref_opts: Vec<Box<dyn Optimizer>> = TABLES
+            .iter()
+            .enumerate()
+            .map(|(t, &(n, d))| -> Box<dyn Optimizer> {
+                match t {
+                    1 | 4 => Box::new(Adagrad::new((n, d), lr)),
+                    _ => Box::new(Sgd::new(lr)),
+                }
+            })
+            .collect();
+        for step in 0..3 {
+            let mut g = Lcg::new(seed + step);
+            let grads: Vec<Array2<f32>> = all
+                .iter()
+                .map(|i| Array2::from_shape_simple_fn((i.batch, model.width()), || g.value()))
+                .collect();
+            let plan = sc.plan(&all[me].jagged()).unwrap();
+            plan.step(&grads[me], &mut sc, &mut opts).unwrap();
+            // The single-process step of every batch back to back, but the replicated
+            // table (3), stepped by every rank's rows summed in rank order.
+            let whole_grad = ndarray::concatenate(ndarray::Axis(0), &grads.iter().map(|g| g.view()).collect::<Vec<_>>()).unwrap();
+            let before = reference[3].clone();
+            let single = model.plan(&every.jagged()).unwrap();
+            single.step(&whole_grad, &mut reference, &mut ref_opts).unwrap();
+            reference[3] = before;
+            let mut sum: Option<Array2<f32>> = None;
+            for (r, i) in all.iter().enumerate() {
+                let rows = model.plan(&i.jagged()).unwrap().backward_rows(&grads[r]).unwrap();
+                let mut dense = Array2::from_elem(TABLES[3], f32::NAN);
+                for (k, &row) in rows[3].0.iter().enumerate() {
+                    dense.row_mut(row).assign(&rows[3].1.row(k));
+                }
+                sum = Some(match sum {
+                    None => dense,
+                    Some(a) => ndarray::Zip::from(&a).and(&dense).map_collect(|&a, &x| match (a.is_nan(), x.is_nan()) {
+                        (true, _) => x,
+                        (false, true) => a,
+                        _ => a + x,
+                    }),
+                });
+            }
+            if let Some(sum) = sum {
+                ndarray::Zip::from(&mut reference[3]).and(&sum).for_each(|w, &g| {
+                    if !g.is_nan() {
+                        *w -= lr * g;
+                    }
+                });
+            }
+            for (k, s) in shards.iter().enumerate() {
+                let want = reference[s.table].slice(s![s.rows.clone(), s.cols.clone()]).to_owned();
+                assert_eq!(
+                    bits(&sc.local_blocks()[k]),
+                    bits(&want),
+                    "seed {seed}, step {step}: block {k} (table {}) on rank {me}",
+                    s.table
+                );
+            }
+        }
+        checked += 1;
+
+        // Errors on one rank only: every rank errs, nothing moves, the next call works.
+        let bad = seed as usize % ranks;
+        let mut broken = Ids::of(seed + 100, me, &trained);
+        if me == bad && !broken.values.is_empty() {
+            broken.values[0] = 1000;
+        }
+        let plan = sc.plan(&all[me].jagged()).unwrap();
+        let e = sc.plan(&broken.jagged());
+        let any_bad = {
+            let flag = u64::from(me == bad && !broken.values.is_empty());
+            let mut total = 0u64;
+            world.all_reduce_into(&flag, &mut total, mpi::collective::SystemOperation::sum());
+            total > 0
+        };
+        match (any_bad, e) {
+            (false, Ok(_)) => {}
+            (true, Err(GatherError::Feature { .. })) if me == bad => {}
+            (true, Err(GatherError::Peer { rank, .. })) if me != bad => assert_eq!(rank, bad),
+            (_, other) => panic!("seed {seed}: a bad id on rank {bad} gave {other:?} on rank {me}"),
+        }
+        let before: Vec<Array2<f32>> = sc.local_blocks().to_vec();
+        let mut wrong: Vec<Box<dyn Optimizer>> = shards
+            .iter()
+            .map(|s| -> Box<dyn Optimizer> { Box::new(Adagrad::new((s.rows.len(), s.cols.len() + usize::from(me == bad)), lr)) })
+            .collect();
+        let g = Array2::<f32>::ones((all[me].batch, model.width()));
+        let e = plan.step(&g, &mut sc, &mut wrong);
+        let bad_state = any_rank(world, me == bad && !shards.is_empty());
+        assert_eq!(e.is_err(), bad_state, "seed {seed}: a wrong state on rank {bad}: {e:?}");
+        for (k, b) in sc.local_blocks().iter().enumerate() {
+            assert_eq!(bits(b), bits(&before[k]), "seed {seed}: a refused step changed block {k}");
+        }
+        let e = plan.step(&Array2::<f32>::ones((all[me].batch + usize::from(me == bad), model.width())), &mut sc, &mut opts);
+        assert!(e.is_err(), "seed {seed}: a gradient of another shape on rank {bad}");
+        plan.step(&g, &mut sc, &mut opts).unwrap();
+        checked += 1;
+    }
+
+    // Placements that do not fit, and a block of another shape, on one rank.
+    let model = build(&[(0, "sum")]);
+    let tables: Vec<Array2<f32>> = TABLES.iter().map(|&(n, d)| Array2::zeros((n, d))).collect();
+    let good = placements(1, ranks);
+    let mut wrong = good.clone();
+    if me == ranks - 1 {
+        wrong[2] = Placement::Table(ranks);
+    }
+    let e = ShardedCollection::new(world, &model, &wrong, blocks(&model, &good, me, &tables));
+    assert!(e.is_err(), "a placement on a rank that is not there");
+    let mut local = blocks(&model, &good, me, &tables);
+    if me == 0 {
+        local[0] = Array2::zeros((1, 1));
+    }
+    assert!(ShardedCollection::new(world, &model, &good, local).is_err(), "a block of another shape");
+    let mut cols = good.clone();
+    cols[1] = Placement::Columns(vec![(0, 0..2), (0, 3..5)]);
+    assert!(ShardedCollection::new(world, &model, &cols, blocks(&model, &good, me, &tables)).is_err());
+    checked + 1
+}
+
+/// Whether `flag` holds on any rank.
+fn any_rank(world: &impl Communicator, flag: bool) -> bool {
+    let mut total = 0u64;
+    world.all_reduce_into(&u64::from(flag), &mut total, mpi::collective::SystemOperation::sum());
+    total > 0
+}
