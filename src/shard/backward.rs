@@ -96,6 +96,7 @@ impl ShardedPlan {
     /// let plan = table.plan(&[0_i64, 2, 2], Segments::starts(&[0, 1]))?;
     /// let h = plan.apply(&table, Pooling::Sum)?;
     /// let (local_rows, grads) = plan.backward_rows(&h, Pooling::Sum, &table)?;
+    /// assert_eq!(local_rows.len(), grads.nrows()); // this rank's touched rows
     /// # Ok::<(), GatherError>(())
     /// ```
     ///

@@ -97,13 +97,19 @@ where
         let root = comm.process_at_rank(0);
         let mut len = mine.len() as u64;
         root.broadcast_into(&mut len);
-        let mut theirs = if me == 0 { mine.clone() } else { vec![0; len as usize] };
+        let mut theirs = if me == 0 {
+            mine.clone()
+        } else {
+            vec![0; len as usize]
+        };
         root.broadcast_into(&mut theirs[..]);
         let layout = layout.and_then(|l| match theirs == mine {
             true => Ok(l),
             false => Err(GatherError::RanksDisagree {
                 op: OP,
-                detail: "this rank's collection or placements differ from rank 0's (every rank passes the same)".into(),
+                detail:
+                    "this rank's collection or placements differ from rank 0's (every rank passes the same)"
+                        .into(),
             }),
         });
         let layout = agree(comm, OP, layout)?;

@@ -138,7 +138,10 @@ impl ShardedCollectionPlan {
             words[o].resize(start + b, 0);
             let (lo, rows_of) = (block.shard.rows.start, &block.shard.rows);
             for bag in 0..b {
-                let (p0, p1) = (batch.offsets[f * b + bag] - range.start, batch.offsets[f * b + bag + 1] - range.start);
+                let (p0, p1) = (
+                    batch.offsets[f * b + bag] - range.start,
+                    batch.offsets[f * b + bag + 1] - range.start,
+                );
                 for p in p0..p1 {
                     let Some(r) = row(&rows[f], p).filter(|r| rows_of.contains(r)) else {
                         continue;
@@ -156,17 +159,34 @@ impl ShardedCollectionPlan {
             // (The coefficients follow the link's weights, in the same order.)
             if let Some(c) = coef {
                 for bag in 0..b {
-                    let (p0, p1) = (batch.offsets[f * b + bag] - range.start, batch.offsets[f * b + bag + 1] - range.start);
-                    floats[o].extend((p0..p1).filter(|&p| row(&rows[f], p).is_some_and(|r| rows_of.contains(&r))).map(|p| c[p]));
+                    let (p0, p1) = (
+                        batch.offsets[f * b + bag] - range.start,
+                        batch.offsets[f * b + bag + 1] - range.start,
+                    );
+                    floats[o].extend(
+                        (p0..p1)
+                            .filter(|&p| row(&rows[f], p).is_some_and(|r| rows_of.contains(&r)))
+                            .map(|p| c[p]),
+                    );
                 }
             }
-            words[o][start..start + b].iter_mut().zip(&s.lens).for_each(|(w, &n)| *w = u64::from(n));
+            words[o][start..start + b]
+                .iter_mut()
+                .zip(&s.lens)
+                .for_each(|(w, &n)| *w = u64::from(n));
             sent.push(s);
         }
         let counts: Vec<usize> = words.iter().map(Vec::len).collect();
         let got = all_to_all(comm, &words.concat(), &counts, sc.chunk, &mut traffic, Vec::new());
         let counts: Vec<usize> = floats.iter().map(Vec::len).collect();
-        let got_f = all_to_all(comm, &floats.concat(), &counts, sc.chunk, &mut traffic, Vec::new());
+        let got_f = all_to_all(
+            comm,
+            &floats.concat(),
+            &counts,
+            sc.chunk,
+            &mut traffic,
+            Vec::new(),
+        );
         let served = Served::of(sc, op, &features, training, |q| (got.from(q), got_f.from(q)));
         let local = Local::of(sc, op, batch, &rows, &features);
         sc.traffic.set(traffic);
@@ -263,13 +283,11 @@ fn coefficients<I: GatherIndex, J: GatherIndex>(
             }
         }
     });
-    let mut c = vec![1.0; positions];
-    if let Some(scale) = scale {
-        for bag in 0..b {
-            for p in batch.offsets[f * b + bag] - start..batch.offsets[f * b + bag + 1] - start {
-                c[p] = scale.get(bag, p).unwrap_or(1.0);
-            }
-        }
+    let mut c = Vec::with_capacity(positions);
+    for bag in 0..b {
+        let bag_len = batch.offsets[f * b + bag + 1] - batch.offsets[f * b + bag];
+        let p0 = c.len();
+        c.extend((p0..p0 + bag_len).map(|p| scale.as_ref().and_then(|s| s.get(bag, p)).unwrap_or(1.0)));
     }
     c
 }
@@ -319,8 +337,12 @@ impl Served {
             .collect();
         let table_of = |block: usize| tables.iter().position(|&k| layout.local[k] == block);
         let n = links.len();
-        let (mut lens, mut ids, mut weights, mut coefs) =
-            (vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n], vec![Vec::new(); n]);
+        let (mut lens, mut ids, mut weights, mut coefs) = (
+            vec![Vec::new(); n],
+            vec![Vec::new(); n],
+            vec![Vec::new(); n],
+            vec![Vec::new(); n],
+        );
         let mut pos_starts = vec![Vec::with_capacity(ranks); n];
         let mut starts = vec![0usize];
         let bad = || internal(op, "a routing message of another length");
@@ -380,7 +402,9 @@ impl Served {
         let w: Vec<f32> = weights.concat();
         let batch = Jagged::lengths(&values, &lengths, total)?.weighted(&w);
         let forward = model.plan(&batch)?;
-        let scaled = links.iter().any(|&l| has_coefs(&features[layout.links[l].feature]));
+        let scaled = links
+            .iter()
+            .any(|&l| has_coefs(&features[layout.links[l].feature]));
         let backward = match training && scaled {
             true => {
                 let bw: Vec<f32> = (0..n)
@@ -424,21 +448,30 @@ impl Local {
         if tables.is_empty() {
             return Ok(None);
         }
-        let table_of = |t: usize| tables.iter().position(|&k| layout.blocks[layout.local[k]].shard.table == t);
+        let table_of = |t: usize| {
+            tables
+                .iter()
+                .position(|&k| layout.blocks[layout.local[k]].shard.table == t)
+        };
         let b = batch.batch;
         let mut sub = Collection::new();
         for &k in &tables {
             let s = &layout.blocks[layout.local[k]].shard;
             sub = sub.table(s.rows.len(), s.cols.len());
         }
-        let (mut values, mut lengths, mut weights, mut reading) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut values, mut lengths, mut weights, mut reading) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for (f, side) in features.iter().enumerate() {
             let (t, mut pool, weighted) = model.feature_parts(f);
             let Some(rt) = table_of(t).filter(|_| side.kind == Kind::Replicated) else {
                 continue;
             };
             pool.skip = None;
-            sub = if weighted { sub.weighted_feature(rt, pool) } else { sub.feature(rt, pool) };
+            sub = if weighted {
+                sub.weighted_feature(rt, pool)
+            } else {
+                sub.feature(rt, pool)
+            };
             reading.push(f);
             let start = batch.offsets[f * b];
             for bag in 0..b {

@@ -89,7 +89,9 @@ impl ShardedCollectionPlan {
         // (a row-wise link's bags with positions here only) and argmaxes.
         let pooled = served.forward.apply(&tables);
         let mut args: Vec<Option<Array2<usize>>> = vec![None; served.links.len()];
-        let extremum = |side: &FeatureSide| side.kind == Kind::Rows && matches!(side.pooling, Pooling::Max | Pooling::Min);
+        let extremum = |side: &FeatureSide| {
+            side.kind == Kind::Rows && matches!(side.pooling, Pooling::Max | Pooling::Min)
+        };
         let mut failed = pooled.as_ref().err().cloned();
         for (i, &l) in served.links.iter().enumerate() {
             if extremum(&self.features[layout.links[l].feature]) {
@@ -125,11 +127,25 @@ impl ShardedCollectionPlan {
             }
         }
         let counts: Vec<usize> = rows.iter().map(Vec::len).collect();
-        let got = all_to_all(sc.comm, &rows.concat(), &counts, sc.chunk, &mut traffic, Vec::new());
+        let got = all_to_all(
+            sc.comm,
+            &rows.concat(),
+            &counts,
+            sc.chunk,
+            &mut traffic,
+            Vec::new(),
+        );
         let any_arg = (0..layout.links.len()).any(|l| extremum(&self.features[layout.links[l].feature]));
         let got_arg = any_arg.then(|| {
             let counts: Vec<usize> = positions.iter().map(Vec::len).collect();
-            all_to_all(sc.comm, &positions.concat(), &counts, sc.chunk, &mut traffic, Vec::new())
+            all_to_all(
+                sc.comm,
+                &positions.concat(),
+                &counts,
+                sc.chunk,
+                &mut traffic,
+                Vec::new(),
+            )
         });
         sc.traffic.set(traffic);
         if let Some(e) = failed {
@@ -155,11 +171,15 @@ impl ShardedCollectionPlan {
                     if side.kind == Kind::Rows && n == 0 {
                         continue;
                     }
-                    let src = from.get(k..k + d).ok_or_else(|| internal(op, "pooled rows of another length"))?;
+                    let src = from
+                        .get(k..k + d)
+                        .ok_or_else(|| internal(op, "pooled rows of another length"))?;
                     k += d;
                     let a = side.at + cols.start;
                     let mut dst = fresh.slice_mut(s![bag, a..a + d]);
-                    let dst = dst.as_slice_mut().ok_or_else(|| internal(op, "a fresh row not contiguous"))?;
+                    let dst = dst
+                        .as_slice_mut()
+                        .ok_or_else(|| internal(op, "a fresh row not contiguous"))?;
                     let first = !std::mem::replace(&mut started[bag * self.features.len() + f], true);
                     match (side.kind, side.pooling) {
                         (Kind::Rows, Pooling::Max | Pooling::Min) => {
@@ -169,7 +189,9 @@ impl ShardedCollectionPlan {
                             ka += d;
                             let pos = &mut at_pos[bag * self.width + a..][..d];
                             let max = side.pooling == Pooling::Max;
-                            for ((dv, pv), (x, &r)) in dst.iter_mut().zip(pos.iter_mut()).zip(src.iter().zip(rel)) {
+                            for ((dv, pv), (x, &r)) in
+                                dst.iter_mut().zip(pos.iter_mut()).zip(src.iter().zip(rel))
+                            {
                                 let q = sent.positions[r as usize] as usize;
                                 if first || wins(max, (&*dv, *pv), (x, q)) {
                                     (*dv, *pv) = (*x, q);
@@ -186,7 +208,9 @@ impl ShardedCollectionPlan {
             let pooler = end_pooler(side);
             for (bag, tally) in side.tallies.iter().enumerate() {
                 let mut dst = fresh.slice_mut(s![bag, side.at..side.at + side.d]);
-                let dst = dst.as_slice_mut().ok_or_else(|| internal(op, "a fresh row not contiguous"))?;
+                let dst = dst
+                    .as_slice_mut()
+                    .ok_or_else(|| internal(op, "a fresh row not contiguous"))?;
                 end_row(&pooler, tally, dst, None, 0);
             }
         }
@@ -284,7 +308,9 @@ impl ShardedCollectionPlan {
                     if self.kind_of(l) == Kind::Rows && served.lens[i][bag] == 0 {
                         continue;
                     }
-                    let src = from.get(k..k + d).ok_or_else(|| internal(op, "gradient rows of another length"))?;
+                    let src = from
+                        .get(k..k + d)
+                        .ok_or_else(|| internal(op, "gradient rows of another length"))?;
                     grad.slice_mut(s![bag, served.at[i]..served.at[i] + d])
                         .iter_mut()
                         .zip(src)
@@ -327,17 +353,38 @@ impl ShardedCollectionPlan {
             floats.extend(grads.iter());
         }
         let ranks = self.ranks;
-        let got = all_to_all(sc.comm, &words.repeat(ranks), &vec![words.len(); ranks], sc.chunk, traffic, Vec::new());
-        let got_f = all_to_all(sc.comm, &floats.repeat(ranks), &vec![floats.len(); ranks], sc.chunk, traffic, Vec::new());
+        let got = all_to_all(
+            sc.comm,
+            &words.repeat(ranks),
+            &vec![words.len(); ranks],
+            sc.chunk,
+            traffic,
+            Vec::new(),
+        );
+        let got_f = all_to_all(
+            sc.comm,
+            &floats.repeat(ranks),
+            &vec![floats.len(); ranks],
+            sc.chunk,
+            traffic,
+            Vec::new(),
+        );
         let mut per_rank: Vec<Vec<(&[u64], &[f32])>> = Vec::with_capacity(ranks);
         for q in 0..ranks {
             let (wq, fq) = (got.from(q), got_f.from(q));
             let (mut a, mut fa, mut tables) = (0, 0, Vec::new());
-            for k in 0..mine.len() {
-                let d = mine[k].1.ncols();
-                let n = *wq.get(a).ok_or_else(|| internal(op, "replicated rows of another length"))? as usize;
-                let rows = wq.get(a + 1..a + 1 + n).ok_or_else(|| internal(op, "replicated rows of another length"))?;
-                let grads = fq.get(fa..fa + n * d).ok_or_else(|| internal(op, "replicated rows of another length"))?;
+            for (_, grads) in &mine {
+                let d = grads.ncols();
+                let n = *wq
+                    .get(a)
+                    .ok_or_else(|| internal(op, "replicated rows of another length"))?
+                    as usize;
+                let rows = wq
+                    .get(a + 1..a + 1 + n)
+                    .ok_or_else(|| internal(op, "replicated rows of another length"))?;
+                let grads = fq
+                    .get(fa..fa + n * d)
+                    .ok_or_else(|| internal(op, "replicated rows of another length"))?;
                 tables.push((rows, grads));
                 (a, fa) = (a + 1 + n, fa + n * d);
             }
@@ -346,7 +393,10 @@ impl ShardedCollectionPlan {
         Ok((0..mine.len())
             .map(|k| {
                 let d = mine[k].1.ncols();
-                let mut rows: Vec<usize> = per_rank.iter().flat_map(|t| t[k].0.iter().map(|&r| r as usize)).collect();
+                let mut rows: Vec<usize> = per_rank
+                    .iter()
+                    .flat_map(|t| t[k].0.iter().map(|&r| r as usize))
+                    .collect();
                 rows.sort_unstable();
                 rows.dedup();
                 // (From -0.0: `-0.0 + x` is `x`, so a row's first gradient stays as it is.)
@@ -355,7 +405,10 @@ impl ShardedCollectionPlan {
                     let (rs, gs) = t[k];
                     for (j, &r) in rs.iter().enumerate() {
                         let i = rows.partition_point(|&x| x < r as usize);
-                        sum.row_mut(i).iter_mut().zip(&gs[j * d..(j + 1) * d]).for_each(|(s, &x)| *s += x);
+                        sum.row_mut(i)
+                            .iter_mut()
+                            .zip(&gs[j * d..(j + 1) * d])
+                            .for_each(|(s, &x)| *s += x);
                     }
                 }
                 (rows, sum)
@@ -456,7 +509,8 @@ impl ShardedCollectionPlan {
         let replicated: Vec<bool> = (layout.local.iter())
             .map(|&b| layout.kinds[layout.blocks[b].shard.table] == Kind::Replicated)
             .collect();
-        let (mut served_tables, mut served_opts, mut rep_tables, mut rep_opts) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut served_tables, mut served_opts, mut rep_tables, mut rep_opts) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for ((block, opt), &r) in sc.blocks.iter_mut().zip(opts.iter_mut()).zip(&replicated) {
             match r {
                 true => {

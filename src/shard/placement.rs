@@ -160,10 +160,15 @@ impl Layout {
         for f in 0..model.features() {
             let (t, pool, _) = model.feature_parts(f);
             if t >= dims.len() {
-                return refuse(format!("feature {f} reads table {t}, but there are {} tables", dims.len()));
+                return refuse(format!(
+                    "feature {f} reads table {t}, but there are {} tables",
+                    dims.len()
+                ));
             }
             if pool.weights.is_some() {
-                return refuse(format!("feature {f}'s pool has weights: they come from the batch"));
+                return refuse(format!(
+                    "feature {f}'s pool has weights: they come from the batch"
+                ));
             }
         }
         let blocks = blocks(placements, dims, ranks);
@@ -237,7 +242,9 @@ fn check(p: &Placement, n: usize, d: usize, ranks: usize) -> Result<(), String> 
             }
             match at == d {
                 true => Ok(()),
-                false => Err(format!("the column ranges end at {at}, but the table has {d} columns")),
+                false => Err(format!(
+                    "the column ranges end at {at}, but the table has {d} columns"
+                )),
             }
         }
     }
@@ -254,7 +261,10 @@ fn signature(model: &Collection, placements: &[Placement]) -> Vec<u64> {
         let (t, pool, weighted) = model.feature_parts(f);
         let p = Pooling::ALL.iter().position(|&q| q == pool.pooling).unwrap_or(0);
         s.extend([t as u64, p as u64, u64::from(weighted)]);
-        s.extend([pool.skip.map_or(u64::MAX, |v| v as u64), pool.fill.map_or(u64::MAX, |v| u64::from(v.to_bits()))]);
+        s.extend([
+            pool.skip.map_or(u64::MAX, |v| v as u64),
+            pool.fill.map_or(u64::MAX, |v| u64::from(v.to_bits())),
+        ]);
     }
     for p in placements {
         match p {

@@ -8,7 +8,7 @@ use ndarray::{Array2, s};
 use ndarray_gather::bags::{Collection, Jagged};
 use ndarray_gather::optim::{Adagrad, Optimizer, Sgd};
 use ndarray_gather::prelude::*;
-use ndarray_gather::shard::{Placement, Rows, ShardedCollection};
+use ndarray_gather::shard::{Placement, Planner, Rows, ShardedCollection};
 
 use crate::checks::{Batch, Lcg, bits, bounds, two_level, whole};
 
@@ -118,10 +118,19 @@ fn placements(seed: u64, ranks: usize) -> Vec<Placement> {
     ]
 }
 
-fn blocks(model: &Collection, placements: &[Placement], me: usize, tables: &[Array2<f32>]) -> Vec<Array2<f32>> {
+fn blocks(
+    model: &Collection,
+    placements: &[Placement],
+    me: usize,
+    tables: &[Array2<f32>],
+) -> Vec<Array2<f32>> {
     Placement::shards(placements, model, me)
         .iter()
-        .map(|s| tables[s.table].slice(s![s.rows.clone(), s.cols.clone()]).to_owned())
+        .map(|s| {
+            tables[s.table]
+                .slice(s![s.rows.clone(), s.cols.clone()])
+                .to_owned()
+        })
         .collect()
 }
 
@@ -146,7 +155,13 @@ pub fn run(world: &impl Communicator) -> usize {
             .collect();
         let placements = placements(seed, ranks);
         let model = build(&forward);
-        let sc = ShardedCollection::new(world, &model, &placements, blocks(&model, &placements, me, &tables)).unwrap();
+        let sc = ShardedCollection::new(
+            world,
+            &model,
+            &placements,
+            blocks(&model, &placements, me, &tables),
+        )
+        .unwrap();
         let ids = Ids::of(seed, me, &forward);
         let out = sc.gather_reduce(&ids.jagged()).unwrap();
         let single = model.gather_reduce(&tables, &ids.jagged()).unwrap();
@@ -154,9 +169,12 @@ pub fn run(world: &impl Communicator) -> usize {
         for (f, &(t, p)) in forward.iter().enumerate() {
             let d = TABLES[t].1;
             let got = out.slice(s![.., at..at + d]).to_owned();
-            let rowwise = matches!(placements[t], Placement::Rows(_)) && !p.starts_with("max") && !p.starts_with("min");
+            let rowwise =
+                matches!(placements[t], Placement::Rows(_)) && !p.starts_with("max") && !p.starts_with("min");
             let want = if rowwise && ranks > 1 {
-                let Placement::Rows(rows) = &placements[t] else { unreachable!() };
+                let Placement::Rows(rows) = &placements[t] else {
+                    unreachable!()
+                };
                 let (v, w, l) = ids.feature(f);
                 let b = Batch {
                     ids: v,
@@ -170,11 +188,19 @@ pub fn run(world: &impl Communicator) -> usize {
             } else {
                 single.slice(s![.., at..at + d]).to_owned()
             };
-            assert_eq!(bits(&got), bits(&want), "seed {seed}: feature {f} ({p} of table {t}) on rank {me}");
+            assert_eq!(
+                bits(&got),
+                bits(&want),
+                "seed {seed}: feature {f} ({p} of table {t}) on rank {me}"
+            );
             at += d;
         }
         let plan = sc.plan(&ids.jagged()).unwrap();
-        assert_eq!(bits(&plan.apply(&sc).unwrap()), bits(&out), "seed {seed}: the plan's apply");
+        assert_eq!(
+            bits(&plan.apply(&sc).unwrap()),
+            bits(&out),
+            "seed {seed}: the plan's apply"
+        );
         checked += 1;
 
         // The step: a model with backwards only, Sgd and Adagrad, three steps.
@@ -189,7 +215,13 @@ pub fn run(world: &impl Communicator) -> usize {
             (3, "meanw"),
         ];
         let model = build(&trained);
-        let mut sc = ShardedCollection::new(world, &model, &placements, blocks(&model, &placements, me, &tables)).unwrap();
+        let mut sc = ShardedCollection::new(
+            world,
+            &model,
+            &placements,
+            blocks(&model, &placements, me, &tables),
+        )
+        .unwrap();
         let all: Vec<Ids> = (0..ranks).map(|r| Ids::of(seed + 100, r, &trained)).collect();
         let every = concatenated(&all, trained.len());
         let mut reference = tables.clone();
@@ -224,7 +256,11 @@ pub fn run(world: &impl Communicator) -> usize {
             plan.step(&grads[me], &mut sc, &mut opts).unwrap();
             // The single-process step of every batch back to back, but the replicated
             // table (3), stepped by every rank's rows summed in rank order.
-            let whole_grad = ndarray::concatenate(ndarray::Axis(0), &grads.iter().map(|g| g.view()).collect::<Vec<_>>()).unwrap();
+            let whole_grad = ndarray::concatenate(
+                ndarray::Axis(0),
+                &grads.iter().map(|g| g.view()).collect::<Vec<_>>(),
+            )
+            .unwrap();
             let before = reference[3].clone();
             let single = model.plan(&every.jagged()).unwrap();
             single.step(&whole_grad, &mut reference, &mut ref_opts).unwrap();
@@ -238,10 +274,12 @@ pub fn run(world: &impl Communicator) -> usize {
                 }
                 sum = Some(match sum {
                     None => dense,
-                    Some(a) => ndarray::Zip::from(&a).and(&dense).map_collect(|&a, &x| match (a.is_nan(), x.is_nan()) {
-                        (true, _) => x,
-                        (false, true) => a,
-                        _ => a + x,
+                    Some(a) => ndarray::Zip::from(&a).and(&dense).map_collect(|&a, &x| {
+                        match (a.is_nan(), x.is_nan()) {
+                            (true, _) => x,
+                            (false, true) => a,
+                            _ => a + x,
+                        }
                     }),
                 });
             }
@@ -253,7 +291,9 @@ pub fn run(world: &impl Communicator) -> usize {
                 });
             }
             for (k, s) in shards.iter().enumerate() {
-                let want = reference[s.table].slice(s![s.rows.clone(), s.cols.clone()]).to_owned();
+                let want = reference[s.table]
+                    .slice(s![s.rows.clone(), s.cols.clone()])
+                    .to_owned();
                 assert_eq!(
                     bits(&sc.local_blocks()[k]),
                     bits(&want),
@@ -287,17 +327,37 @@ pub fn run(world: &impl Communicator) -> usize {
         let before: Vec<Array2<f32>> = sc.local_blocks().to_vec();
         let mut wrong: Vec<Box<dyn Optimizer>> = shards
             .iter()
-            .map(|s| -> Box<dyn Optimizer> { Box::new(Adagrad::new((s.rows.len(), s.cols.len() + usize::from(me == bad)), lr)) })
+            .map(|s| -> Box<dyn Optimizer> {
+                Box::new(Adagrad::new(
+                    (s.rows.len(), s.cols.len() + usize::from(me == bad)),
+                    lr,
+                ))
+            })
             .collect();
         let g = Array2::<f32>::ones((all[me].batch, model.width()));
         let e = plan.step(&g, &mut sc, &mut wrong);
         let bad_state = any_rank(world, me == bad && !shards.is_empty());
-        assert_eq!(e.is_err(), bad_state, "seed {seed}: a wrong state on rank {bad}: {e:?}");
+        assert_eq!(
+            e.is_err(),
+            bad_state,
+            "seed {seed}: a wrong state on rank {bad}: {e:?}"
+        );
         for (k, b) in sc.local_blocks().iter().enumerate() {
-            assert_eq!(bits(b), bits(&before[k]), "seed {seed}: a refused step changed block {k}");
+            assert_eq!(
+                bits(b),
+                bits(&before[k]),
+                "seed {seed}: a refused step changed block {k}"
+            );
         }
-        let e = plan.step(&Array2::<f32>::ones((all[me].batch + usize::from(me == bad), model.width())), &mut sc, &mut opts);
-        assert!(e.is_err(), "seed {seed}: a gradient of another shape on rank {bad}");
+        let e = plan.step(
+            &Array2::<f32>::ones((all[me].batch + usize::from(me == bad), model.width())),
+            &mut sc,
+            &mut opts,
+        );
+        assert!(
+            e.is_err(),
+            "seed {seed}: a gradient of another shape on rank {bad}"
+        );
         plan.step(&g, &mut sc, &mut opts).unwrap();
         checked += 1;
     }
@@ -316,16 +376,149 @@ pub fn run(world: &impl Communicator) -> usize {
     if me == 0 {
         local[0] = Array2::zeros((1, 1));
     }
-    assert!(ShardedCollection::new(world, &model, &good, local).is_err(), "a block of another shape");
+    assert!(
+        ShardedCollection::new(world, &model, &good, local).is_err(),
+        "a block of another shape"
+    );
     let mut cols = good.clone();
     cols[1] = Placement::Columns(vec![(0, 0..2), (0, 3..5)]);
     assert!(ShardedCollection::new(world, &model, &cols, blocks(&model, &good, me, &tables)).is_err());
-    checked + 1
+    checked
+        + 1
+        + planner(world, &forward)
+        + quantized(
+            world,
+            &build(&[(0, "max"), (2, "sum"), (3, "mean"), (4, "sum"), (0, "sum")]),
+        )
+}
+
+/// The planner: deterministic (the same placements on every rank, call after call),
+/// within its memory cap, and its placements serve; infeasible inputs are errors.
+fn planner(world: &impl Communicator, features: &[(usize, &str)]) -> usize {
+    let model = &build(features);
+    let (me, ranks) = (world.rank() as usize, world.size() as usize);
+    // The tables hold 1844 bytes; Adagrad's state doubles them.
+    let planner = Planner::new(ranks)
+        .memory_per_rank(4000)
+        .batch(4)
+        .ids_per_bag(&[2.0; 10])
+        .optimizer_bytes_per_row(8);
+    let placements = planner.plan(model).unwrap();
+    assert_eq!(placements, planner.plan(model).unwrap());
+    let text = format!("{placements:?}");
+    let digest = text.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+    });
+    let (mut low, mut high) = (0u64, 0u64);
+    world.all_reduce_into(&digest, &mut low, mpi::collective::SystemOperation::min());
+    world.all_reduce_into(&digest, &mut high, mpi::collective::SystemOperation::max());
+    assert_eq!(low, high, "the planner's placements differ between ranks");
+    let estimate = planner.estimate(model, &placements).unwrap();
+    assert!(estimate.iter().all(|e| e.memory <= 4000), "{estimate:?}");
+    // A cap that only a split meets: the 960-byte row-wise table split (on two ranks the
+    // 1844 bytes fit no way: an error naming a table).
+    if ranks > 1 {
+        let tight = Planner::new(ranks).memory_per_rank(900).batch(4);
+        match tight.plan(model) {
+            Ok(p) => {
+                assert!(
+                    !matches!(p[0], Placement::Table(_) | Placement::Replicated),
+                    "{p:?}"
+                );
+                assert!(tight.estimate(model, &p).unwrap().iter().all(|e| e.memory <= 900));
+            }
+            Err(e) => assert!(ranks == 2 && e.to_string().contains("fits no rank"), "{e}"),
+        }
+    }
+    let e = Planner::new(ranks).memory_per_rank(10).plan(model).unwrap_err();
+    assert!(e.to_string().contains("fits no rank"), "{e}");
+    assert!(Planner::new(ranks).ids_per_bag(&[1.0]).plan(model).is_err());
+    assert!(planner.estimate(model, &placements[1..]).is_err());
+    // The planner's placements serve.
+    let tables: Vec<Array2<f32>> = TABLES
+        .iter()
+        .enumerate()
+        .map(|(t, &(n, d))| whole(77 + t as u64, n, d))
+        .collect();
+    let sc =
+        ShardedCollection::new(world, model, &placements, blocks(model, &placements, me, &tables)).unwrap();
+    let ids = Ids::of(5, me, features);
+    let single = model.gather_reduce(&tables, &ids.jagged()).unwrap();
+    let out = sc.gather_reduce(&ids.jagged()).unwrap();
+    if ranks == 1 {
+        assert_eq!(bits(&out), bits(&single), "the planner's placements on one rank");
+    }
+    1
+}
+
+/// `QTable` blocks serve (decision 61): each table quantized whole, each rank's rows of
+/// it as its blocks, against the single-process collection on the whole `QTable`s.
+fn quantized(world: &impl Communicator, model: &Collection) -> usize {
+    use ndarray_gather::bags::Table;
+    use ndarray_gather::quant::{QTable, Rowwise};
+    let (me, ranks) = (world.rank() as usize, world.size() as usize);
+    let placements = vec![
+        Placement::Rows(bounds(3, TABLES[0].0, ranks)),
+        Placement::Table(0),
+        Placement::Table(ranks - 1),
+        Placement::Replicated,
+        Placement::Rows(Rows::even(TABLES[4].0, ranks)),
+    ];
+    let bytes: Vec<Array2<u8>> = TABLES
+        .iter()
+        .enumerate()
+        .map(|(t, &(n, d))| Rowwise::Int8.quantize(&whole(300 + t as u64, n, d)).unwrap())
+        .collect();
+    let shards = Placement::shards(&placements, model, me);
+    let local: Vec<QTable<'_>> = shards
+        .iter()
+        .map(|s| QTable::new(bytes[s.table].slice(s![s.rows.clone(), ..]), Rowwise::Int8).unwrap())
+        .collect();
+    let sc = ShardedCollection::new(world, model, &placements, local).unwrap();
+    let features = [(0, "max"), (2, "sum"), (3, "mean"), (4, "sum"), (0, "sum")];
+    let ids = Ids::of(9, me, &features);
+    let out = sc.gather_reduce(&ids.jagged()).unwrap();
+    let whole: Vec<Table<'_>> = bytes
+        .iter()
+        .map(|b| Table::from(QTable::new(b, Rowwise::Int8).unwrap()))
+        .collect();
+    let single = model.gather_reduce(&whole, &ids.jagged()).unwrap();
+    let mut at = 0;
+    for (f, &(t, p)) in features.iter().enumerate() {
+        let d = TABLES[t].1;
+        let exact = ranks == 1 || !matches!(placements[t], Placement::Rows(_)) || p == "max";
+        if exact {
+            assert_eq!(
+                bits(&out.slice(s![.., at..at + d]).to_owned()),
+                bits(&single.slice(s![.., at..at + d]).to_owned()),
+                "quantized feature {f} ({p} of table {t})"
+            );
+        } else {
+            // (Mixed magnitudes cancel: the bound is relative to the feature's largest.)
+            let want = single.slice(s![.., at..at + d]);
+            let scale = want.iter().fold(1.0f32, |m, v| m.max(v.abs()));
+            let close = out
+                .slice(s![.., at..at + d])
+                .iter()
+                .zip(want)
+                .all(|(a, b)| (a - b).abs() <= 1e-4 * scale);
+            assert!(
+                close,
+                "quantized feature {f} ({p} of table {t}): far from the single-process sum"
+            );
+        }
+        at += d;
+    }
+    1
 }
 
 /// Whether `flag` holds on any rank.
 fn any_rank(world: &impl Communicator, flag: bool) -> bool {
     let mut total = 0u64;
-    world.all_reduce_into(&u64::from(flag), &mut total, mpi::collective::SystemOperation::sum());
+    world.all_reduce_into(
+        &u64::from(flag),
+        &mut total,
+        mpi::collective::SystemOperation::sum(),
+    );
     total > 0
 }
