@@ -1032,7 +1032,7 @@ fn dlrm_step(id: &'static str) -> ReduceWorkload {
 }
 
 /// K1's table sizes, its batch's ids and lengths (feature-major) and its batch size.
-fn dlrm_batch() -> (Vec<usize>, Vec<i64>, Vec<i64>, usize) {
+pub fn dlrm_batch() -> (Vec<usize>, Vec<i64>, Vec<i64>, usize) {
     let sizes: Vec<usize> = (0..26)
         .map(|t| {
             if t < 6 {

@@ -10,6 +10,8 @@
 //! with the whole table (rank 0 only prints: the local time a rank's work takes). Each
 //! line: the workload, the rank count, the median over the ranks' slowest of each
 //! iteration (ms), and this rank's traffic (bytes sent / received per call).
+//! K3: K1's collection on R ranks (each `4096 / R` samples), the planner's placements and
+//! every table row-wise; `K1local` (`mpirun -n 1`) the single-process K1 call.
 
 use std::time::Instant;
 
@@ -17,11 +19,12 @@ use mpi::collective::SystemOperation;
 use mpi::traits::*;
 use ndarray::Array2;
 use ndarray_gather::prelude::*;
-use ndarray_gather::shard::{Rows, ShardedTable};
+use ndarray_gather::bags::{Collection, Jagged};
+use ndarray_gather::shard::{Placement, Planner, Rows, ShardedCollection, ShardedTable};
 
 #[path = "reduce_workloads.rs"]
 mod workloads;
-use workloads::{WIDTH, uniform};
+use workloads::{WIDTH, dlrm_batch, uniform};
 
 /// The median over iterations of the slowest rank's time, in ms.
 fn time<C: CommunicatorCollectives>(comm: &C, iterations: usize, mut f: impl FnMut()) -> f64 {
@@ -125,6 +128,8 @@ fn main() {
                 ));
             }
         }
+    } else if which == "K3" || which == "K1local" {
+        k3(&world, &which, iterations);
     } else if which == "D2" {
         let (nodes, edges) = (100_000, 1_000_000);
         let rows = Rows::even(nodes, ranks);
@@ -152,5 +157,87 @@ fn main() {
             "D2 ranks {ranks} {ms:.3} ms (plan build {build:.1} ms on rank 0)  rank0 sent {} received {}",
             t.sent, t.received
         ));
+    }
+}
+
+/// K3: K1's 26 tables and batch, each rank `4096 / R` of its samples (rank r the samples
+/// `r · 4096 / R ..`), a `ShardedCollection`'s `gather_reduce` and its plan's
+/// `apply_into`, with the planner's placements and with every table row-wise. `K1local`
+/// (on one rank): the single-process `Collection` call on K1's whole batch.
+fn k3<C: CommunicatorCollectives>(world: &C, which: &str, iterations: usize) {
+    let (me, ranks) = (world.rank() as usize, world.size() as usize);
+    let (sizes, values, lengths, batch) = dlrm_batch();
+    let mut model = Collection::new();
+    for &n in &sizes {
+        model = model.table(n, WIDTH);
+    }
+    for t in 0..sizes.len() {
+        model = model.feature(t, Pooling::Sum);
+    }
+    let table_value = |t: usize, i: usize, j: usize| value(i + 7 * t, j);
+    if which == "K1local" {
+        let tables: Vec<Array2<f32>> = sizes
+            .iter()
+            .enumerate()
+            .map(|(t, &n)| Array2::from_shape_fn((n, WIDTH), |(i, j)| table_value(t, i, j)))
+            .collect();
+        let jagged = Jagged::lengths(&values, &lengths, batch).unwrap();
+        let ms = time(world, iterations, || {
+            std::hint::black_box(model.gather_reduce(&tables, &jagged).unwrap());
+        });
+        if me == 0 {
+            println!("K1 single process {ms:.3} ms");
+        }
+        return;
+    }
+    // This rank's samples of every feature.
+    let (per, features) = (batch / ranks, sizes.len());
+    let first = me * per;
+    let (mut my_values, mut my_lengths) = (Vec::new(), Vec::new());
+    let mut at = 0usize;
+    for f in 0..features {
+        for b in 0..batch {
+            let l = lengths[f * batch + b] as usize;
+            if (first..first + per).contains(&b) {
+                my_lengths.push(l as i64);
+                my_values.extend_from_slice(&values[at..at + l]);
+            }
+            at += l;
+        }
+    }
+    let jagged = Jagged::lengths(&my_values, &my_lengths, per).unwrap();
+    let mean_ids = lengths.iter().sum::<i64>() as f64 / lengths.len() as f64;
+    let planned = Planner::new(ranks)
+        .batch(per)
+        .ids_per_bag(&vec![mean_ids; features])
+        .plan(&model)
+        .unwrap();
+    let rowwise: Vec<Placement> = sizes.iter().map(|&n| Placement::Rows(Rows::even(n, ranks))).collect();
+    for (name, placements) in [("planner", planned), ("row-wise", rowwise)] {
+        let blocks: Vec<Array2<f32>> = Placement::shards(&placements, &model, me)
+            .iter()
+            .map(|s| {
+                Array2::from_shape_fn((s.rows.len(), s.cols.len()), |(i, j)| {
+                    table_value(s.table, s.rows.start + i, s.cols.start + j)
+                })
+            })
+            .collect();
+        let sc = ShardedCollection::new(world, &model, &placements, blocks).unwrap();
+        let call = time(world, iterations, || {
+            std::hint::black_box(sc.gather_reduce(&jagged).unwrap());
+        });
+        let t = sc.traffic();
+        let build = Instant::now();
+        let plan = sc.plan(&jagged).unwrap();
+        let build = build.elapsed().as_secs_f64() * 1e3;
+        let mut out = Array2::<f32>::zeros((per, model.width()));
+        let apply = time(world, iterations, || plan.apply_into(&sc, &mut out).unwrap());
+        let ta = sc.traffic();
+        if me == 0 {
+            println!(
+                "K3 {name} ranks {ranks} call {call:.3} ms (rank0 sent {} received {}), plan apply {apply:.3} ms (sent {} received {}), plan build {build:.1} ms",
+                t.sent, t.received, ta.sent, ta.received
+            );
+        }
     }
 }

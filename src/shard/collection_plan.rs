@@ -71,12 +71,8 @@ pub(super) struct Served {
     /// scales each position by the caller's coefficient (a weight): a second plan.
     pub backward: Option<CollectionPlan>,
     pub starts: Vec<usize>,
-    /// Per served link, every source's bags' lengths back to back, and where each
-    /// source's positions start.
-    pub lens: Vec<Vec<u32>>,
+    /// Per served link, where each source's positions start.
     pub pos_starts: Vec<Vec<usize>>,
-    /// Each served link's first column in the forward's output.
-    pub at: Vec<usize>,
 }
 
 /// The replicated tables: this rank's batch pooled on its own copies.
@@ -378,14 +374,10 @@ impl Served {
             model = model.table(s.rows.len(), s.cols.len());
         }
         let mut backward_model = model.clone();
-        let mut at = Vec::with_capacity(n);
-        let mut width = 0;
         for &l in &links {
             let link = layout.links[l];
             let side = &features[link.feature];
             let t = table_of(link.block).ok_or_else(|| internal(op, "a link to a block not held"))?;
-            at.push(width);
-            width += layout.blocks[link.block].shard.cols.len();
             let pool = owner_pool(side);
             model = match side.weighted {
                 true => model.weighted_feature(t, pool),
@@ -425,9 +417,7 @@ impl Served {
             forward,
             backward,
             starts,
-            lens,
             pos_starts,
-            at,
         })
     }
 }

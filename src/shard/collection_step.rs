@@ -85,133 +85,113 @@ impl ShardedCollectionPlan {
         let mut traffic = Traffic::default();
         let (ranks, layout, served) = (self.ranks, &self.layout, &self.served);
         let tables: Vec<Table<'_>> = served.tables.iter().map(|&k| sc.blocks[k].as_table()).collect();
-        // The owner's side: every source's bags pooled at once, then each source's rows
-        // (a row-wise link's bags with positions here only) and argmaxes.
+        // The owner's side: every source's bags pooled at once into rows that are, source
+        // by source, the message back (each bag's row holds every link's columns), and a
+        // row-wise max / min's argmax per link, relative to each source's positions.
+        let width = served.model.width();
         let pooled = served.forward.apply(&tables);
-        let mut args: Vec<Option<Array2<usize>>> = vec![None; served.links.len()];
-        let extremum = |side: &FeatureSide| {
-            side.kind == Kind::Rows && matches!(side.pooling, Pooling::Max | Pooling::Min)
-        };
         let mut failed = pooled.as_ref().err().cloned();
+        let mut positions: Vec<Vec<u64>> = vec![Vec::new(); ranks];
         for (i, &l) in served.links.iter().enumerate() {
-            if extremum(&self.features[layout.links[l].feature]) {
-                let (plan, pool) = served.forward.feature_plan(i);
-                let t = served.model.feature_parts(i).0;
-                let got = match &tables[t] {
-                    Table::F32(x) => plan.apply_arg(x, pool),
-                    Table::Quantized(q) => plan.apply_arg(q, pool),
-                };
-                match got {
-                    Ok((_, a)) => args[i] = Some(a),
-                    Err(e) => failed = Some(e),
-                }
+            if !self.extremum(l) {
+                continue;
             }
-        }
-        let pooled = pooled.unwrap_or_else(|_| Array2::zeros((served.starts[ranks], served.model.width())));
-        let (mut rows, mut positions) = (vec![Vec::new(); ranks], vec![Vec::new(); ranks]);
-        for q in 0..ranks {
-            for (i, &l) in served.links.iter().enumerate() {
-                let d = layout.block(l).shard.cols.len();
-                let rows_of_link = self.kind_of(l) == Kind::Rows;
-                for bag in served.starts[q]..served.starts[q + 1] {
-                    if rows_of_link && served.lens[i][bag] == 0 {
-                        continue;
-                    }
-                    let row = pooled.slice(s![bag, served.at[i]..served.at[i] + d]);
-                    rows[q].extend(row.iter().copied());
-                    if let Some(a) = &args[i] {
+            let (plan, pool) = served.forward.feature_plan(i);
+            let t = served.model.feature_parts(i).0;
+            let got = match &tables[t] {
+                Table::F32(x) => plan.apply_arg(x, pool),
+                Table::Quantized(q) => plan.apply_arg(q, pool),
+            };
+            match got {
+                Ok((_, a)) => {
+                    for (q, p) in positions.iter_mut().enumerate() {
                         let base = served.pos_starts[i][q];
-                        positions[q].extend(a.row(bag).iter().map(|&p| p.saturating_sub(base) as u64));
+                        let rows = a.slice(s![served.starts[q]..served.starts[q + 1], ..]);
+                        p.extend(rows.iter().map(|&x| x.saturating_sub(base) as u64));
                     }
                 }
+                Err(e) => failed = Some(e),
             }
         }
-        let counts: Vec<usize> = rows.iter().map(Vec::len).collect();
-        let got = all_to_all(
-            sc.comm,
-            &rows.concat(),
-            &counts,
-            sc.chunk,
-            &mut traffic,
-            Vec::new(),
-        );
-        let any_arg = (0..layout.links.len()).any(|l| extremum(&self.features[layout.links[l].feature]));
+        let pooled = pooled.unwrap_or_else(|_| Array2::zeros((served.starts[ranks], width)));
+        let send = pooled.as_slice().ok_or_else(|| internal(op, "a fresh output not contiguous"))?;
+        let counts: Vec<usize> = (0..ranks).map(|q| (served.starts[q + 1] - served.starts[q]) * width).collect();
+        let got = all_to_all(sc.comm, send, &counts, sc.chunk, &mut traffic, Vec::new());
+        let any_arg = (0..layout.links.len()).any(|l| self.extremum(l));
         let got_arg = any_arg.then(|| {
             let counts: Vec<usize> = positions.iter().map(Vec::len).collect();
-            all_to_all(
-                sc.comm,
-                &positions.concat(),
-                &counts,
-                sc.chunk,
-                &mut traffic,
-                Vec::new(),
-            )
+            all_to_all(sc.comm, &positions.concat(), &counts, sc.chunk, &mut traffic, Vec::new())
         });
         sc.traffic.set(traffic);
         if let Some(e) = failed {
             return Err(e);
         }
-        // The caller's side: whole bags into their columns, row-wise partials combined in
-        // rank order (the owners' order), then ended; the replicated features from this
-        // rank's copies.
-        let mut fresh = Array2::<f32>::zeros((self.batch, self.width));
-        let mut started = vec![false; self.batch * self.features.len()];
-        let mut at_pos = vec![0usize; if any_arg { self.batch * self.width } else { 0 }];
+        // The caller's side, into `out` where its rows are runs (every element is
+        // written), else into a fresh array: whole bags into their columns, row-wise
+        // partials combined in rank order (the owners' order) and then ended, the
+        // replicated features from this rank's copies.
+        let mut fresh = None;
+        let dst: &mut [f32] = match out.as_slice_mut() {
+            Some(o) => o,
+            None => fresh.insert(vec![0.0f32; self.batch * self.width]),
+        };
+        let (nf, w) = (self.features.len(), self.width);
+        let mut started = vec![false; self.batch * nf];
+        let mut at_pos = vec![0usize; if any_arg { self.batch * w } else { 0 }];
         for o in 0..ranks {
-            let (mut k, mut ka) = (0, 0);
+            let links: Vec<usize> = layout.links_at(o).collect();
+            let wo: usize = links.iter().map(|&l| layout.block(l).shard.cols.len()).sum();
             let from = got.from(o);
-            let from_arg = got_arg.as_ref().map(|g| g.from(o));
-            for l in layout.links_at(o) {
+            if from.len() != self.batch * wo {
+                return Err(internal(op, "pooled rows of another length"));
+            }
+            let (mut c, mut arg_at) = (0, 0);
+            for &l in &links {
                 let f = layout.links[l].feature;
                 let side = &self.features[f];
                 let cols = layout.block(l).shard.cols.clone();
-                let (d, sent) = (cols.len(), &self.sent[l]);
+                let (d, a, lens) = (cols.len(), side.at + cols.start, &self.sent[l].lens);
+                let rel = match self.extremum(l) {
+                    true => {
+                        let g = got_arg.as_ref().map(|g| g.from(o)).unwrap_or_default();
+                        let r = g.get(arg_at..arg_at + self.batch * d);
+                        arg_at += self.batch * d;
+                        Some(r.ok_or_else(|| internal(op, "argmaxes of another length"))?)
+                    }
+                    false => None,
+                };
                 for bag in 0..self.batch {
-                    let n = sent.lens[bag] as usize;
-                    if side.kind == Kind::Rows && n == 0 {
+                    let src = &from[bag * wo + c..bag * wo + c + d];
+                    let row = &mut dst[bag * w + a..bag * w + a + d];
+                    if side.kind != Kind::Rows {
+                        row.copy_from_slice(src);
                         continue;
                     }
-                    let src = from
-                        .get(k..k + d)
-                        .ok_or_else(|| internal(op, "pooled rows of another length"))?;
-                    k += d;
-                    let a = side.at + cols.start;
-                    let mut dst = fresh.slice_mut(s![bag, a..a + d]);
-                    let dst = dst
-                        .as_slice_mut()
-                        .ok_or_else(|| internal(op, "a fresh row not contiguous"))?;
-                    let first = !std::mem::replace(&mut started[bag * self.features.len() + f], true);
-                    match (side.kind, side.pooling) {
-                        (Kind::Rows, Pooling::Max | Pooling::Min) => {
-                            let rel = from_arg
-                                .and_then(|g| g.get(ka..ka + d))
-                                .ok_or_else(|| internal(op, "argmaxes of another length"))?;
-                            ka += d;
-                            let pos = &mut at_pos[bag * self.width + a..][..d];
+                    if lens[bag] == 0 {
+                        continue;
+                    }
+                    let first = !std::mem::replace(&mut started[bag * nf + f], true);
+                    match rel {
+                        Some(rel) => {
+                            let (rel, pos) = (&rel[bag * d..(bag + 1) * d], &mut at_pos[bag * w + a..][..d]);
                             let max = side.pooling == Pooling::Max;
-                            for ((dv, pv), (x, &r)) in
-                                dst.iter_mut().zip(pos.iter_mut()).zip(src.iter().zip(rel))
-                            {
-                                let q = sent.positions[r as usize] as usize;
+                            for ((dv, pv), (x, &r)) in row.iter_mut().zip(pos.iter_mut()).zip(src.iter().zip(rel)) {
+                                let q = self.sent[l].positions[r as usize] as usize;
                                 if first || wins(max, (&*dv, *pv), (x, q)) {
                                     (*dv, *pv) = (*x, q);
                                 }
                             }
                         }
-                        (Kind::Rows, p) => fold_row(dst, src, first, p == Pooling::Prod),
-                        _ => dst.copy_from_slice(src),
+                        None => fold_row(row, src, first, side.pooling == Pooling::Prod),
                     }
                 }
+                c += d;
             }
         }
         for side in self.features.iter().filter(|s| s.kind == Kind::Rows) {
             let pooler = end_pooler(side);
             for (bag, tally) in side.tallies.iter().enumerate() {
-                let mut dst = fresh.slice_mut(s![bag, side.at..side.at + side.d]);
-                let dst = dst
-                    .as_slice_mut()
-                    .ok_or_else(|| internal(op, "a fresh row not contiguous"))?;
-                end_row(&pooler, tally, dst, None, 0);
+                end_row(&pooler, tally, &mut dst[bag * w + side.at..][..side.d], None, 0);
             }
         }
         if let Some(local) = &self.local {
@@ -220,19 +200,24 @@ impl ShardedCollectionPlan {
             let mut at = 0;
             for &f in &local.features {
                 let side = &self.features[f];
-                fresh
-                    .slice_mut(s![.., side.at..side.at + side.d])
-                    .assign(&rep.slice(s![.., at..at + side.d]));
+                for (bag, r) in rep.rows().into_iter().enumerate() {
+                    let src = r.slice_move(s![at..at + side.d]);
+                    dst[bag * w + side.at..][..side.d].iter_mut().zip(src).for_each(|(d, &x)| *d = x);
+                }
                 at += side.d;
             }
         }
-        out.assign(&fresh);
+        if let Some(fresh) = fresh {
+            let fresh = Array2::from_shape_vec((self.batch, w), fresh).map_err(|_| internal(op, "a fresh output"))?;
+            out.assign(&fresh);
+        }
         Ok(())
     }
 
-    /// Link `l`'s table's kind.
-    fn kind_of(&self, l: usize) -> Kind {
-        self.features[self.layout.links[l].feature].kind
+    /// Whether link `l` is a row-wise `Max` / `Min`'s (its argmax travels).
+    fn extremum(&self, l: usize) -> bool {
+        let side = &self.features[self.layout.links[l].feature];
+        side.kind == Kind::Rows && matches!(side.pooling, Pooling::Max | Pooling::Min)
     }
 
     /// The local checks of a backward: `grad_out`'s shape, and every feature's pooling.
@@ -286,40 +271,29 @@ impl ShardedCollectionPlan {
         traffic: &mut Traffic,
     ) -> Result<Array2<f32>, GatherError> {
         let (ranks, layout, served) = (self.ranks, &self.layout, &self.served);
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); ranks];
-        for (l, link) in layout.links.iter().enumerate() {
-            let (side, block) = (&self.features[link.feature], layout.block(l));
-            let a = side.at + block.shard.cols.start;
-            for bag in 0..self.batch {
-                if side.kind == Kind::Rows && self.sent[l].lens[bag] == 0 {
-                    continue;
-                }
-                out[block.owner].extend(grad_out.slice(s![bag, a..a + block.shard.cols.len()]).iter());
-            }
-        }
-        let counts: Vec<usize> = out.iter().map(Vec::len).collect();
-        let got = all_to_all(sc.comm, &out.concat(), &counts, sc.chunk, traffic, Vec::new());
-        let mut grad = Array2::zeros((served.starts[ranks], served.model.width()));
-        for q in 0..ranks {
-            let (from, mut k) = (got.from(q), 0);
-            for (i, &l) in served.links.iter().enumerate() {
-                let d = layout.block(l).shard.cols.len();
-                for bag in served.starts[q]..served.starts[q + 1] {
-                    if self.kind_of(l) == Kind::Rows && served.lens[i][bag] == 0 {
-                        continue;
-                    }
-                    let src = from
-                        .get(k..k + d)
-                        .ok_or_else(|| internal(op, "gradient rows of another length"))?;
-                    grad.slice_mut(s![bag, served.at[i]..served.at[i] + d])
-                        .iter_mut()
-                        .zip(src)
-                        .for_each(|(g, &x)| *g = x);
-                    k += d;
+        // To each owner, each bag's row of every link's columns there: the rows of the
+        // owner's gradient (every source's bags back to back, in rank order).
+        let mut out: Vec<f32> = Vec::with_capacity(self.batch * self.width);
+        let mut counts = Vec::with_capacity(ranks);
+        for o in 0..ranks {
+            let before = out.len();
+            let spans: Vec<(usize, usize)> = layout
+                .links_at(o)
+                .map(|l| {
+                    let cols = &layout.block(l).shard.cols;
+                    (self.features[layout.links[l].feature].at + cols.start, cols.len())
+                })
+                .collect();
+            for row in grad_out.rows() {
+                for &(a, d) in &spans {
+                    out.extend(row.slice(s![a..a + d]).iter());
                 }
             }
+            counts.push(out.len() - before);
         }
-        Ok(grad)
+        let got = all_to_all(sc.comm, &out, &counts, sc.chunk, traffic, Vec::new());
+        Array2::from_shape_vec((served.starts[ranks], served.model.width()), got.values)
+            .map_err(|_| internal(op, "gradient rows of another length"))
     }
 
     /// The replicated tables' gradient rows, every rank's summed in rank order (the same
