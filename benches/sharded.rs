@@ -18,8 +18,8 @@ use std::time::Instant;
 use mpi::collective::SystemOperation;
 use mpi::traits::*;
 use ndarray::Array2;
-use ndarray_gather::prelude::*;
 use ndarray_gather::bags::{Collection, Jagged};
+use ndarray_gather::prelude::*;
 use ndarray_gather::shard::{Placement, Planner, Rows, ShardedCollection, ShardedTable};
 
 #[path = "reduce_workloads.rs"]
@@ -212,7 +212,10 @@ fn k3<C: CommunicatorCollectives>(world: &C, which: &str, iterations: usize) {
         .ids_per_bag(&vec![mean_ids; features])
         .plan(&model)
         .unwrap();
-    let rowwise: Vec<Placement> = sizes.iter().map(|&n| Placement::Rows(Rows::even(n, ranks))).collect();
+    let rowwise: Vec<Placement> = sizes
+        .iter()
+        .map(|&n| Placement::Rows(Rows::even(n, ranks)))
+        .collect();
     for (name, placements) in [("planner", planned), ("row-wise", rowwise)] {
         let blocks: Vec<Array2<f32>> = Placement::shards(&placements, &model, me)
             .iter()

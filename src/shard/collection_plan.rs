@@ -10,7 +10,9 @@ use super::ShardedCollection;
 use super::Traffic;
 use super::exchange::{agree, all_to_all};
 use super::placement::{Kind, Layout};
-use crate::bags::{AsTable, Collection, CollectionPlan, Jagged};
+use ndarray::Array2;
+
+use crate::bags::{AsTable, Collection, CollectionPlan, Jagged, Table};
 use crate::call::reduce::Rows;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
@@ -66,13 +68,51 @@ pub(super) struct Served {
     pub links: Vec<usize>,
     pub tables: Vec<usize>,
     pub model: Collection,
-    pub forward: CollectionPlan,
+    pub forward: Forward,
     /// Where a row-wise `Mean` / `SqrtN` pools its partials with plain sums, its backward
     /// scales each position by the caller's coefficient (a weight): a second plan.
     pub backward: Option<CollectionPlan>,
     pub starts: Vec<usize>,
     /// Per served link, where each source's positions start.
     pub pos_starts: Vec<Vec<usize>>,
+}
+
+/// How an owner pools: a plan (sorted once: a plan's, or where an argmax is needed), or
+/// a call's batch, pooled by the single-process call without a sort.
+#[derive(Debug, Clone)]
+pub(super) enum Forward {
+    Plan(CollectionPlan),
+    Call {
+        values: Vec<u64>,
+        lengths: Vec<u32>,
+        weights: Vec<f32>,
+    },
+}
+
+impl Served {
+    /// The owner's pooled rows: every source's bags, back to back.
+    pub fn pool(&self, tables: &[Table<'_>]) -> Result<Array2<f32>, GatherError> {
+        match &self.forward {
+            Forward::Plan(p) => p.apply(tables),
+            Forward::Call {
+                values,
+                lengths,
+                weights,
+            } => {
+                let total = self.starts[self.starts.len() - 1];
+                let batch = Jagged::lengths(values, lengths, total)?.weighted(weights);
+                self.model.gather_reduce(tables, &batch)
+            }
+        }
+    }
+
+    /// The plan a backward runs (a plan's only).
+    pub fn backward_plan(&self, op: &'static str) -> Result<&CollectionPlan, GatherError> {
+        match (&self.backward, &self.forward) {
+            (Some(p), _) | (None, Forward::Plan(p)) => Ok(p),
+            _ => Err(internal(op, "a call's routing has no backward")),
+        }
+    }
 }
 
 /// The replicated tables: this rank's batch pooled on its own copies.
@@ -392,8 +432,10 @@ impl Served {
         let values: Vec<u64> = ids.concat();
         let lengths: Vec<u32> = lens.concat();
         let w: Vec<f32> = weights.concat();
-        let batch = Jagged::lengths(&values, &lengths, total)?.weighted(&w);
-        let forward = model.plan(&batch)?;
+        let extremum = links.iter().any(|&l| {
+            let side = &features[layout.links[l].feature];
+            side.kind == Kind::Rows && matches!(side.pooling, Pooling::Max | Pooling::Min)
+        });
         let scaled = links
             .iter()
             .any(|&l| has_coefs(&features[layout.links[l].feature]));
@@ -409,6 +451,14 @@ impl Served {
                 Some(backward_model.plan(&Jagged::lengths(&values, &lengths, total)?.weighted(&bw))?)
             }
             false => None,
+        };
+        let forward = match training || extremum {
+            true => Forward::Plan(model.plan(&Jagged::lengths(&values, &lengths, total)?.weighted(&w))?),
+            false => Forward::Call {
+                values,
+                lengths,
+                weights: w,
+            },
         };
         Ok(Served {
             links,

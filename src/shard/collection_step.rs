@@ -7,7 +7,7 @@ use ndarray::{Array1, Array2, ArrayRef, ArrayViewMut2, Ix2, s};
 
 use super::Traffic;
 use super::collection::{ShardedCollection, check_blocks, check_out};
-use super::collection_plan::{FeatureSide, ShardedCollectionPlan};
+use super::collection_plan::{FeatureSide, Forward, ShardedCollectionPlan};
 use super::exchange::{agree, all_to_all};
 use super::merge::{end_row, fold_row, wins};
 use super::placement::Kind;
@@ -89,14 +89,18 @@ impl ShardedCollectionPlan {
         // by source, the message back (each bag's row holds every link's columns), and a
         // row-wise max / min's argmax per link, relative to each source's positions.
         let width = served.model.width();
-        let pooled = served.forward.apply(&tables);
+        let pooled = served.pool(&tables);
         let mut failed = pooled.as_ref().err().cloned();
         let mut positions: Vec<Vec<u64>> = vec![Vec::new(); ranks];
         for (i, &l) in served.links.iter().enumerate() {
             if !self.extremum(l) {
                 continue;
             }
-            let (plan, pool) = served.forward.feature_plan(i);
+            let Forward::Plan(forward) = &served.forward else {
+                failed = Some(internal(op, "an argmax without a plan"));
+                continue;
+            };
+            let (plan, pool) = forward.feature_plan(i);
             let t = served.model.feature_parts(i).0;
             let got = match &tables[t] {
                 Table::F32(x) => plan.apply_arg(x, pool),
@@ -114,13 +118,24 @@ impl ShardedCollectionPlan {
             }
         }
         let pooled = pooled.unwrap_or_else(|_| Array2::zeros((served.starts[ranks], width)));
-        let send = pooled.as_slice().ok_or_else(|| internal(op, "a fresh output not contiguous"))?;
-        let counts: Vec<usize> = (0..ranks).map(|q| (served.starts[q + 1] - served.starts[q]) * width).collect();
+        let send = pooled
+            .as_slice()
+            .ok_or_else(|| internal(op, "a fresh output not contiguous"))?;
+        let counts: Vec<usize> = (0..ranks)
+            .map(|q| (served.starts[q + 1] - served.starts[q]) * width)
+            .collect();
         let got = all_to_all(sc.comm, send, &counts, sc.chunk, &mut traffic, Vec::new());
         let any_arg = (0..layout.links.len()).any(|l| self.extremum(l));
         let got_arg = any_arg.then(|| {
             let counts: Vec<usize> = positions.iter().map(Vec::len).collect();
-            all_to_all(sc.comm, &positions.concat(), &counts, sc.chunk, &mut traffic, Vec::new())
+            all_to_all(
+                sc.comm,
+                &positions.concat(),
+                &counts,
+                sc.chunk,
+                &mut traffic,
+                Vec::new(),
+            )
         });
         sc.traffic.set(traffic);
         if let Some(e) = failed {
@@ -175,7 +190,9 @@ impl ShardedCollectionPlan {
                         Some(rel) => {
                             let (rel, pos) = (&rel[bag * d..(bag + 1) * d], &mut at_pos[bag * w + a..][..d]);
                             let max = side.pooling == Pooling::Max;
-                            for ((dv, pv), (x, &r)) in row.iter_mut().zip(pos.iter_mut()).zip(src.iter().zip(rel)) {
+                            for ((dv, pv), (x, &r)) in
+                                row.iter_mut().zip(pos.iter_mut()).zip(src.iter().zip(rel))
+                            {
                                 let q = self.sent[l].positions[r as usize] as usize;
                                 if first || wins(max, (&*dv, *pv), (x, q)) {
                                     (*dv, *pv) = (*x, q);
@@ -202,13 +219,17 @@ impl ShardedCollectionPlan {
                 let side = &self.features[f];
                 for (bag, r) in rep.rows().into_iter().enumerate() {
                     let src = r.slice_move(s![at..at + side.d]);
-                    dst[bag * w + side.at..][..side.d].iter_mut().zip(src).for_each(|(d, &x)| *d = x);
+                    dst[bag * w + side.at..][..side.d]
+                        .iter_mut()
+                        .zip(src)
+                        .for_each(|(d, &x)| *d = x);
                 }
                 at += side.d;
             }
         }
         if let Some(fresh) = fresh {
-            let fresh = Array2::from_shape_vec((self.batch, w), fresh).map_err(|_| internal(op, "a fresh output"))?;
+            let fresh =
+                Array2::from_shape_vec((self.batch, w), fresh).map_err(|_| internal(op, "a fresh output"))?;
             out.assign(&fresh);
         }
         Ok(())
@@ -419,7 +440,7 @@ impl ShardedCollectionPlan {
         let rep = self.replicated_rows(OP, sc, grad_out, &mut traffic);
         sc.traffic.set(traffic);
         let served = &self.served;
-        let plan = served.backward.as_ref().unwrap_or(&served.forward);
+        let plan = served.backward_plan(OP)?;
         let mut rows = plan.backward_rows(&grad?)?.into_iter();
         let mut rep = rep?.into_iter();
         let mut out = Vec::with_capacity(sc.blocks.len());
@@ -498,7 +519,7 @@ impl ShardedCollectionPlan {
             }
         }
         let served = &self.served;
-        let plan = served.backward.as_ref().unwrap_or(&served.forward);
+        let plan = served.backward_plan(OP)?;
         plan.step(&grad, &mut served_tables, &mut served_opts)?;
         for ((table, opt), (rows, grads)) in rep_tables.iter_mut().zip(rep_opts.iter_mut()).zip(&rep) {
             let mut view: ArrayViewMut2<'_, f32> = table.table_mut();

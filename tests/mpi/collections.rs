@@ -4,7 +4,7 @@
 //! to back (bits; a replicated table's rank-order sum), errors on one rank only.
 
 use mpi::traits::*;
-use ndarray::{Array2, ShapeBuilder, s};
+use ndarray::{Array2, s};
 use ndarray_gather::bags::{Collection, Jagged};
 use ndarray_gather::optim::{Adagrad, Optimizer, Sgd};
 use ndarray_gather::prelude::*;
