@@ -2,7 +2,7 @@
 //! 61-65): each table table-wise, column-wise, row-wise or replicated, one exchange of ids
 //! per call for every feature, and the pooled rows (or row-wise partials) back.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 
 use mpi::traits::{Communicator, CommunicatorCollectives, Root};
 use ndarray::{Array2, ArrayRef, Ix2};
@@ -62,6 +62,9 @@ pub struct ShardedCollection<'c, C: Communicator, B = Array2<f32>> {
     pub(super) traffic: Cell<Traffic>,
     /// The most elements one round of an exchange moves per rank.
     pub(super) chunk: usize,
+    /// The buffers of the last call (an owner's pooled rows, the rows received), kept
+    /// for the next: no fresh pages.
+    pub(super) spare: RefCell<(Vec<f32>, Vec<f32>)>,
 }
 
 impl<'c, C, B> ShardedCollection<'c, C, B>
@@ -121,6 +124,7 @@ where
             blocks: local,
             traffic: Cell::new(Traffic::default()),
             chunk: SHARD_CHUNK_ELEMENTS,
+            spare: RefCell::default(),
         })
     }
 

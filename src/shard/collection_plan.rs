@@ -10,7 +10,7 @@ use super::ShardedCollection;
 use super::Traffic;
 use super::exchange::{agree, all_to_all};
 use super::placement::{Kind, Layout};
-use ndarray::Array2;
+use ndarray::ArrayViewMut2;
 
 use crate::bags::{AsTable, Collection, CollectionPlan, Jagged, Table};
 use crate::call::reduce::Rows;
@@ -90,18 +90,27 @@ pub(super) enum Forward {
 }
 
 impl Served {
-    /// The owner's pooled rows: every source's bags, back to back.
-    pub fn pool(&self, tables: &[Table<'_>]) -> Result<Array2<f32>, GatherError> {
+    /// The owner's pooled rows, every source's bags back to back, into `into` (a buffer
+    /// kept from the last call: no fresh pages).
+    pub fn pool_into(
+        &self,
+        op: &'static str,
+        tables: &[Table<'_>],
+        into: &mut Vec<f32>,
+    ) -> Result<(), GatherError> {
+        let (total, width) = (self.starts[self.starts.len() - 1], self.model.width());
+        into.resize(total * width, 0.0);
+        let mut out = ArrayViewMut2::from_shape((total, width), &mut into[..])
+            .map_err(|_| internal(op, "pooled rows of another size"))?;
         match &self.forward {
-            Forward::Plan(p) => p.apply(tables),
+            Forward::Plan(p) => p.apply_into(tables, &mut out),
             Forward::Call {
                 values,
                 lengths,
                 weights,
             } => {
-                let total = self.starts[self.starts.len() - 1];
                 let batch = Jagged::lengths(values, lengths, total)?.weighted(weights);
-                self.model.gather_reduce(tables, &batch)
+                self.model.gather_reduce_into(tables, &batch, &mut out)
             }
         }
     }

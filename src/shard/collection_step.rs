@@ -8,7 +8,7 @@ use ndarray::{Array1, Array2, ArrayRef, ArrayViewMut2, Ix2, s};
 use super::Traffic;
 use super::collection::{ShardedCollection, check_blocks, check_out};
 use super::collection_plan::{FeatureSide, Forward, ShardedCollectionPlan};
-use super::exchange::{agree, all_to_all};
+use super::exchange::{agree, all_to_all, all_to_others};
 use super::merge::{end_row, fold_row, wins};
 use super::placement::Kind;
 use crate::bags::{AsTable, Table, TableMut};
@@ -89,8 +89,9 @@ impl ShardedCollectionPlan {
         // by source, the message back (each bag's row holds every link's columns), and a
         // row-wise max / min's argmax per link, relative to each source's positions.
         let width = served.model.width();
-        let pooled = served.pool(&tables);
-        let mut failed = pooled.as_ref().err().cloned();
+        let mut spare = sc.spare.borrow_mut();
+        let mut pooled = std::mem::take(&mut spare.0);
+        let mut failed = served.pool_into(op, &tables, &mut pooled).err();
         let mut positions: Vec<Vec<u64>> = vec![Vec::new(); ranks];
         for (i, &l) in served.links.iter().enumerate() {
             if !self.extremum(l) {
@@ -117,14 +118,15 @@ impl ShardedCollectionPlan {
                 Err(e) => failed = Some(e),
             }
         }
-        let pooled = pooled.unwrap_or_else(|_| Array2::zeros((served.starts[ranks], width)));
-        let send = pooled
-            .as_slice()
-            .ok_or_else(|| internal(op, "a fresh output not contiguous"))?;
+        // (A failure, which the checks rule out, still sends its rows: no rank waits.)
+        pooled.resize(served.starts[ranks] * width, 0.0);
         let counts: Vec<usize> = (0..ranks)
             .map(|q| (served.starts[q + 1] - served.starts[q]) * width)
             .collect();
-        let got = all_to_all(sc.comm, send, &counts, sc.chunk, &mut traffic, Vec::new());
+        let into = std::mem::take(&mut spare.1);
+        // (This rank's own rows stay where they were pooled.)
+        let got = all_to_others(sc.comm, &pooled, &counts, sc.chunk, &mut traffic, into);
+        let me = sc.comm.rank() as usize;
         let any_arg = (0..layout.links.len()).any(|l| self.extremum(l));
         let got_arg = any_arg.then(|| {
             let counts: Vec<usize> = positions.iter().map(Vec::len).collect();
@@ -156,7 +158,10 @@ impl ShardedCollectionPlan {
         for o in 0..ranks {
             let links: Vec<usize> = layout.links_at(o).collect();
             let wo: usize = links.iter().map(|&l| layout.block(l).shard.cols.len()).sum();
-            let from = got.from(o);
+            let from = match o == me {
+                true => &pooled[served.starts[me] * width..served.starts[me + 1] * width],
+                false => got.from(o),
+            };
             if from.len() != self.batch * wo {
                 return Err(internal(op, "pooled rows of another length"));
             }
