@@ -283,12 +283,43 @@ pub fn run(world: &impl Communicator) -> usize {
                     }),
                 });
             }
-            if let Some(sum) = sum {
-                ndarray::Zip::from(&mut reference[3]).and(&sum).for_each(|w, &g| {
+            if let Some(sum) = &sum {
+                ndarray::Zip::from(&mut reference[3]).and(sum).for_each(|w, &g| {
                     if !g.is_nan() {
                         *w -= lr * g;
                     }
                 });
+            }
+            // backward_rows: each block's touched rows, as the step used them.
+            let got = plan.backward_rows(&grads[me], &sc).unwrap();
+            let want = single.backward_rows(&whole_grad).unwrap();
+            for (k, s) in shards.iter().enumerate() {
+                let (rows, g): (Vec<usize>, Vec<f32>) = match s.table {
+                    3 => {
+                        let sum = sum.as_ref().unwrap();
+                        let rows: Vec<usize> = (0..sum.nrows()).filter(|&r| !sum[[r, 0]].is_nan()).collect();
+                        let g = rows.iter().flat_map(|&r| sum.row(r).to_vec()).collect();
+                        (rows, g)
+                    }
+                    t => {
+                        let (rows, grads) = &want[t];
+                        let keep: Vec<usize> =
+                            (0..rows.len()).filter(|&i| s.rows.contains(&rows[i])).collect();
+                        let g = keep
+                            .iter()
+                            .flat_map(|&i| grads.slice(s![i, s.cols.clone()]).to_vec())
+                            .collect();
+                        (keep.iter().map(|&i| rows[i]).collect(), g)
+                    }
+                };
+                assert_eq!(
+                    got[k].0.to_vec(),
+                    rows,
+                    "seed {seed}: backward_rows' rows of block {k}"
+                );
+                let found: Vec<u32> = got[k].1.iter().map(|v| v.to_bits()).collect();
+                let expected: Vec<u32> = g.iter().map(|v| v.to_bits()).collect();
+                assert_eq!(found, expected, "seed {seed}: backward_rows of block {k}");
             }
             for (k, s) in shards.iter().enumerate() {
                 let want = reference[s.table]
@@ -359,6 +390,23 @@ pub fn run(world: &impl Communicator) -> usize {
             "seed {seed}: a gradient of another shape on rank {bad}"
         );
         plan.step(&g, &mut sc, &mut opts).unwrap();
+        // A batch of another number of features, or without the weights its weighted
+        // features read, on one rank: every rank errs; an empty batch on one rank serves.
+        let few = Jagged::lengths(&[0_i64], &[1_i64], 1).unwrap();
+        let mine = all[me].jagged();
+        let e = sc.gather_reduce(if me == bad { &few } else { &mine });
+        assert!(e.is_err(), "seed {seed}: a batch of one feature on rank {bad}");
+        let unweighted = Jagged::lengths(&all[me].values, &all[me].lengths, all[me].batch).unwrap();
+        let e = sc.gather_reduce(if me == bad { &unweighted } else { &mine });
+        assert!(e.is_err(), "seed {seed}: no weights on rank {bad}");
+        let empty = Jagged::lengths(&[0_i64; 0], &[0_i64; 0], 0)
+            .unwrap()
+            .weighted(&[]);
+        let out = sc.gather_reduce(if me == bad { &empty } else { &mine }).unwrap();
+        assert_eq!(
+            out.dim(),
+            (if me == bad { 0 } else { all[me].batch }, model.width())
+        );
         checked += 1;
     }
 
