@@ -113,11 +113,13 @@ impl Collection {
         self.features.len()
     }
 
+    #[cfg(feature = "mpi")]
     /// The tables' `(rows, width)`, in table order.
     pub(crate) fn table_dims(&self) -> &[(usize, usize)] {
         &self.tables
     }
 
+    #[cfg(feature = "mpi")]
     /// Feature `f`'s table, its pool (pooling, skip and fill; no weights) and whether the
     /// batch's weights weigh it.
     pub(crate) fn feature_parts(&self, f: usize) -> (usize, Pool<'static, f32>, bool) {

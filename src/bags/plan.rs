@@ -400,6 +400,7 @@ impl CollectionPlan {
         Ok(())
     }
 
+    #[cfg(feature = "mpi")]
     /// Feature `f`'s plan and pool (for a sharded collection's argmax of a feature).
     pub(crate) fn feature_plan(&self, f: usize) -> (&GatherReducePlan, Pool<'_, f32>) {
         (&self.features[f].plan, self.features[f].pool())

@@ -25,6 +25,8 @@ mod tests;
 mod tiny;
 
 pub use self::reduce::GatherReducePlan;
+#[cfg(feature = "mpi")]
+pub(crate) use self::reduce::check_skip;
 
 use std::marker::PhantomData;
 

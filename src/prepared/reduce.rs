@@ -340,18 +340,7 @@ impl GatherReducePlan {
 
     /// The pool's `.skip`, if any, checked against the plan's.
     pub(super) fn check_skip<A>(&self, op: &'static str, pool: &Pool<'_, A>) -> Result<(), GatherError> {
-        if pool.skip.is_some() && pool.skip != self.skip {
-            return Err(GatherError::Pooling {
-                op,
-                pooling: pool.pooling,
-                detail: format!(
-                    "skips index {}, but the plan was made to skip {} (GatherReducePlan::new_skipping)",
-                    skipped(pool.skip),
-                    skipped(self.skip)
-                ),
-            });
-        }
-        Ok(())
+        check_skip(op, pool, self.skip, "GatherReducePlan::new_skipping")
     }
 
     fn run<A: PoolElement, D: Dimension, X: PoolTable<A, D> + ?Sized>(
@@ -387,6 +376,28 @@ impl GatherReducePlan {
 }
 
 /// A skip value in words: the index, or "no index".
+/// A pool's `.skip`, if any, checked against the skip value a plan was made with
+/// (`made_by`: the constructor that takes one).
+pub(crate) fn check_skip<A>(
+    op: &'static str,
+    pool: &Pool<'_, A>,
+    skip: Option<i128>,
+    made_by: &str,
+) -> Result<(), GatherError> {
+    if pool.skip.is_some() && pool.skip != skip {
+        return Err(GatherError::Pooling {
+            op,
+            pooling: pool.pooling,
+            detail: format!(
+                "skips index {}, but the plan was made to skip {} ({made_by})",
+                skipped(pool.skip),
+                skipped(skip)
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn skipped(skip: Option<i128>) -> String {
     skip.map_or_else(|| "no index".to_string(), |v| v.to_string())
 }

@@ -7,7 +7,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{Array, Array1, ArrayRef, ArrayView, Dimension, RemoveAxis};
 
 use super::combine::{OwnerPlans, Routed, owner_pool};
-use super::exchange::{CallShape, agree_pooled, all_to_all, all_to_others};
+use super::exchange::{CallShape, agree_pooled, all_to_all, exchange};
 use super::merge::tallies;
 use super::{ShardedPlan, ShardedTable, Traffic};
 use crate::call::reduce::check_pool;
@@ -346,7 +346,7 @@ impl Routed {
         };
         let coefs_in = coefs
             .as_ref()
-            .map(|c| all_to_others(comm, c, &route.counts, chunk, traffic, Vec::new()));
+            .map(|c| exchange(comm, c, &route.counts, true, chunk, traffic, Vec::new()));
         // One gradient row per (segment, other owner), the owners in rank order.
         let (me, w) = (self.me, dim.slice()[1..].iter().product::<usize>());
         let g = grad_out.as_standard_layout();

@@ -23,6 +23,33 @@ use crate::pool::{Pool, Pooling};
 /// [`apply`](Self::apply) it to the collection as its blocks change,
 /// [`step`](Self::step) or [`backward_rows`](Self::backward_rows) it. No lifetime;
 /// every method is collective.
+///
+/// ```no_run
+/// use ndarray::Array2;
+/// use ndarray_gather::bags::{Collection, Jagged};
+/// use ndarray_gather::optim::Sgd;
+/// use ndarray_gather::prelude::*;
+/// use ndarray_gather::shard::{Placement, ShardedCollection, mpi};
+/// use mpi::traits::*;
+///
+/// let universe = mpi::initialize().unwrap();
+/// let world = universe.world();
+/// let model = Collection::new().table(100, 4).feature(0, Pooling::Mean);
+/// let placements = vec![Placement::Table(0)];
+/// let shards = Placement::shards(&placements, &model, world.rank() as usize);
+/// let blocks: Vec<Array2<f32>> = shards.iter().map(|s| Array2::ones((s.rows.len(), s.cols.len()))).collect();
+/// let mut sc = ShardedCollection::new(&world, &model, &placements, blocks)?;
+/// let plan = sc.plan(&Jagged::lengths(&[3_i64, 7, 7], &[2_i64, 1], 2)?)?;
+/// let mut out = Array2::zeros((plan.batch(), 4));
+/// plan.apply_into(&sc, &mut out)?;
+/// let grad = out.mapv(|v| v - 0.5);
+/// let rows = plan.backward_rows(&grad, &sc)?; // per block this rank holds
+/// assert_eq!(rows.len(), sc.local_blocks().len());
+/// let mut opts = vec![Sgd::new(0.1); shards.len()]; // one per block
+/// plan.step(&grad, &mut sc, &mut opts)?;
+/// println!("{:?}", sc.traffic());
+/// # Ok::<(), GatherError>(())
+/// ```
 #[derive(Debug, Clone)]
 pub struct ShardedCollectionPlan {
     pub(super) layout: Layout,

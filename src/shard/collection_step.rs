@@ -2,13 +2,13 @@
 //! back, callers combine them), the gradient rows to their owners, and the owners'
 //! backward and fused step (decision 65).
 
-use mpi::traits::{Communicator, CommunicatorCollectives};
+use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{Array1, Array2, ArrayRef, ArrayViewMut2, Ix2, s};
 
 use super::Traffic;
 use super::collection::{ShardedCollection, check_blocks, check_out};
 use super::collection_plan::{FeatureSide, Forward, ShardedCollectionPlan};
-use super::exchange::{agree, all_to_all, all_to_others};
+use super::exchange::{Received, agree, all_to_all, exchange};
 use super::merge::{end_row, fold_row, wins};
 use super::placement::Kind;
 use crate::bags::{AsTable, Table, TableMut};
@@ -125,7 +125,7 @@ impl ShardedCollectionPlan {
             .collect();
         let into = std::mem::take(&mut spare.1);
         // (This rank's own rows stay where they were pooled.)
-        let got = all_to_others(sc.comm, &pooled, &counts, sc.chunk, &mut traffic, into);
+        let got = exchange(sc.comm, &pooled, &counts, true, sc.chunk, &mut traffic, into);
         let me = sc.comm.rank() as usize;
         let any_arg = (0..layout.links.len()).any(|l| self.extremum(l));
         let got_arg = any_arg.then(|| {
@@ -353,21 +353,9 @@ impl ShardedCollectionPlan {
             floats.extend(grads.iter());
         }
         let ranks = self.ranks;
-        let got = all_to_all(
-            sc.comm,
-            &words.repeat(ranks),
-            &vec![words.len(); ranks],
-            sc.chunk,
-            traffic,
-            Vec::new(),
-        );
-        let got_f = all_to_all(
-            sc.comm,
-            &floats.repeat(ranks),
-            &vec![floats.len(); ranks],
-            sc.chunk,
-            traffic,
-            Vec::new(),
+        let (got, got_f) = (
+            to_every_rank(sc, &words, traffic),
+            to_every_rank(sc, &floats, traffic),
         );
         let mut per_rank: Vec<Vec<(&[u64], &[f32])>> = Vec::with_capacity(ranks);
         for q in 0..ranks {
@@ -532,6 +520,24 @@ impl ShardedCollectionPlan {
         }
         Ok(())
     }
+}
+
+/// `values` sent to every rank; every rank's received, in rank order.
+fn to_every_rank<C: CommunicatorCollectives, B, T: Equivalence + Copy + Default>(
+    sc: &ShardedCollection<'_, C, B>,
+    values: &[T],
+    traffic: &mut Traffic,
+) -> Received<T> {
+    let ranks = sc.comm.size() as usize;
+    let counts = [values.len()].repeat(ranks);
+    all_to_all(
+        sc.comm,
+        &values.repeat(ranks),
+        &counts,
+        sc.chunk,
+        traffic,
+        Vec::new(),
+    )
 }
 
 /// The pooler that ends a row-wise feature's combined bags (its pooling, weighted or not,

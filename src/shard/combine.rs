@@ -5,7 +5,7 @@
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayD, ArrayView1, ArrayViewMut, Dimension, IxDyn};
 
-use super::exchange::{all_to_all, all_to_others};
+use super::exchange::{all_to_all, exchange};
 use super::merge::Partials;
 use super::{Route, ShardedTable, Spare, Traffic};
 use crate::call::reduce::{Out, gather_reduce};
@@ -87,18 +87,20 @@ impl Routed {
         let mut route = route;
         let mut local = std::mem::take(&mut spare.local);
         let (kept, global, per_owner) = number_segments(&mut route, &segment, count, plan, &mut local);
-        let ids = all_to_others(
+        let ids = exchange(
             comm,
             &route.ids,
             &route.counts,
+            true,
             chunk,
             traffic,
             std::mem::take(&mut spare.asked),
         );
-        let segs_in = all_to_others(
+        let segs_in = exchange(
             comm,
             &local,
             &route.counts,
+            true,
             chunk,
             traffic,
             std::mem::take(&mut spare.asked_segs),
@@ -164,7 +166,7 @@ impl Routed {
             .map(|w| route.positions.iter().map(|&p| w[[p, 0]]).collect());
         let weights_in = weights
             .as_ref()
-            .map(|w| all_to_others(comm, w, &route.counts, chunk, traffic, Vec::new()));
+            .map(|w| exchange(comm, w, &route.counts, true, chunk, traffic, Vec::new()));
         let extremum = matches!(pool.pooling, Pooling::Max | Pooling::Min);
         let w = table.row_len();
         let served_w = weights_in.as_ref().map(|r| &r.values[..]);

@@ -142,24 +142,9 @@ where
     exchange(comm, send, counts, false, chunk, traffic, into)
 }
 
-/// [`all_to_all`] but for this rank's own block of `send`, which stays (nothing is
-/// received from itself): for the values a rank serves itself without a copy.
-pub(super) fn all_to_others<C, T>(
-    comm: &C,
-    send: &[T],
-    counts: &[usize],
-    chunk: usize,
-    traffic: &mut Traffic,
-    into: Vec<T>,
-) -> Received<T>
-where
-    C: CommunicatorCollectives,
-    T: Equivalence + Copy + Default,
-{
-    exchange(comm, send, counts, true, chunk, traffic, into)
-}
-
-fn exchange<C, T>(
+/// [`all_to_all`], but with `keep_own` this rank's own block of `send` stays (nothing
+/// is received from itself): for the values a rank serves itself without a copy.
+pub(super) fn exchange<C, T>(
     comm: &C,
     send: &[T],
     counts: &[usize],

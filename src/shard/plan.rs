@@ -427,13 +427,6 @@ impl ShardedPlan {
 
     /// The pool's `.skip`, if any, checked against the plan's.
     pub(super) fn check_skip<A>(&self, op: &'static str, pool: &Pool<'_, A>) -> Result<(), GatherError> {
-        if pool.skip.is_some() && pool.skip != self.skip {
-            return Err(GatherError::Pooling {
-                op,
-                pooling: pool.pooling,
-                detail: "skips an index the plan was not made to skip (ShardedTable::plan_skipping)".into(),
-            });
-        }
-        Ok(())
+        crate::prepared::check_skip(op, pool, self.skip, "ShardedTable::plan_skipping")
     }
 }
