@@ -157,11 +157,8 @@ impl Collection {
         J: GatherIndex,
     {
         const OP: &str = "Collection::gather_reduce";
-        let tables: Vec<Table<'_>> = tables.iter().map(AsTable::as_table).collect();
-        let rows = self.check(OP, &tables, batch)?;
-        let mut out = zeros::<f32, _>(OP, Ix2(batch.batch, self.width()))?;
-        self.run(OP, &tables, batch, &rows, &mut out)?;
-        Ok(out)
+        self.call(OP, tables, batch, None)
+            .and_then(|out| out.ok_or_else(|| internal(OP, "a fresh output")))
     }
 
     /// [`gather_reduce`](Self::gather_reduce) into `out` (`[B, Σ D_f]`, any layout). On
@@ -181,17 +178,35 @@ impl Collection {
         J: GatherIndex,
     {
         const OP: &str = "Collection::gather_reduce_into";
+        self.call(OP, tables, batch, Some(out)).map(|_| ())
+    }
+
+    /// The call into `out`, or into a fresh output (returned): checked first, `out`'s shape
+    /// too.
+    fn call<T: AsTable, I: GatherIndex, J: GatherIndex>(
+        &self,
+        op: &'static str,
+        tables: &[T],
+        batch: &Jagged<'_, I, J>,
+        out: Option<&mut ArrayRef<f32, Ix2>>,
+    ) -> Result<Option<Array2<f32>>, GatherError> {
         let tables: Vec<Table<'_>> = tables.iter().map(AsTable::as_table).collect();
-        let rows = self.check(OP, &tables, batch)?;
+        let rows = self.check(op, &tables, batch)?;
         let expected = [batch.batch, self.width()];
+        let Some(out) = out else {
+            let mut out = zeros::<f32, _>(op, Ix2(expected[0], expected[1]))?;
+            self.run(op, &tables, batch, &rows, &mut out)?;
+            return Ok(Some(out));
+        };
         if out.shape() != expected {
             return Err(GatherError::OutputShape {
-                op: OP,
+                op,
                 expected: expected.to_vec(),
                 found: out.shape().to_vec(),
             });
         }
-        self.run(OP, &tables, batch, &rows, out)
+        self.run(op, &tables, batch, &rows, out)?;
+        Ok(None)
     }
 
     /// Every check of a call (decision 50), before anything is written: the tables, then

@@ -284,10 +284,7 @@ impl CollectionPlan {
         grads: &mut [G],
     ) -> Result<(), GatherError> {
         const OP: &str = "CollectionPlan::backward_into";
-        self.check_backward(OP, grad_out)?;
-        let mut grads: Vec<ArrayViewMut2<'_, f32>> = grads.iter_mut().map(TableMut::table_mut).collect();
-        let dims: Vec<(usize, usize)> = grads.iter().map(|g| g.dim()).collect();
-        self.collection.check_tables(OP, &dims)?;
+        let (mut grads, _) = self.backward_tables(OP, grad_out, grads)?;
         let mut at = 0;
         for (feature, planned) in self.collection.features.iter().zip(&self.features) {
             let d = self.collection.tables[feature.table].1;
@@ -359,10 +356,7 @@ impl CollectionPlan {
         opts: &mut [O],
     ) -> Result<(), GatherError> {
         const OP: &str = "CollectionPlan::step";
-        self.check_backward(OP, grad_out)?;
-        let mut tables: Vec<ArrayViewMut2<'_, f32>> = tables.iter_mut().map(TableMut::table_mut).collect();
-        let dims: Vec<(usize, usize)> = tables.iter().map(|g| g.dim()).collect();
-        self.collection.check_tables(OP, &dims)?;
+        let (mut tables, dims) = self.backward_tables(OP, grad_out, tables)?;
         if opts.len() != tables.len() {
             return Err(GatherError::Collection {
                 op: OP,
@@ -404,6 +398,22 @@ impl CollectionPlan {
     /// Feature `f`'s plan and pool (for a sharded collection's argmax of a feature).
     pub(crate) fn feature_plan(&self, f: usize) -> (&GatherReducePlan, Pool<'_, f32>) {
         (&self.features[f].plan, self.features[f].pool())
+    }
+
+    /// A backward's checks (`grad_out`, every feature's pooling) and its tables (or
+    /// gradients) borrowed as views, checked against the collection's shapes.
+    #[allow(clippy::type_complexity)]
+    fn backward_tables<'t, T: TableMut>(
+        &self,
+        op: &'static str,
+        grad_out: &ArrayRef<f32, Ix2>,
+        tables: &'t mut [T],
+    ) -> Result<(Vec<ArrayViewMut2<'t, f32>>, Vec<(usize, usize)>), GatherError> {
+        self.check_backward(op, grad_out)?;
+        let tables: Vec<ArrayViewMut2<'t, f32>> = tables.iter_mut().map(TableMut::table_mut).collect();
+        let dims: Vec<(usize, usize)> = tables.iter().map(|g| g.dim()).collect();
+        self.collection.check_tables(op, &dims)?;
+        Ok((tables, dims))
     }
 
     /// The features that read table `t`, in feature order.

@@ -7,7 +7,7 @@ use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{Array, Array1, ArrayRef, ArrayView, Dimension, RemoveAxis};
 
 use super::combine::{OwnerPlans, Routed, owner_pool};
-use super::exchange::{CallShape, agree_pooled, all_to_all, exchange};
+use super::exchange::{CallShape, agree_pooled, exchange};
 use super::merge::tallies;
 use super::{ShardedPlan, ShardedTable, Traffic};
 use crate::call::reduce::check_pool;
@@ -364,7 +364,7 @@ impl Routed {
             at += n;
         }
         rows.resize(sizes.iter().sum(), A::zero());
-        let got = all_to_all(comm, &rows, &sizes, chunk, traffic, Vec::new());
+        let got = exchange(comm, &rows, &sizes, false, chunk, traffic, Vec::new());
         if scale.is_none() && !plain {
             return Err(GatherError::SizeOverflow {
                 op,

@@ -8,7 +8,7 @@ use ndarray::ArrayView1;
 
 use super::ShardedCollection;
 use super::Traffic;
-use super::exchange::{agree, all_to_all};
+use super::exchange::{agree, exchange};
 use super::placement::{Kind, Layout};
 use ndarray::ArrayViewMut2;
 
@@ -249,12 +249,21 @@ impl ShardedCollectionPlan {
             sent.push(s);
         }
         let counts: Vec<usize> = words.iter().map(Vec::len).collect();
-        let got = all_to_all(comm, &words.concat(), &counts, sc.chunk, &mut traffic, Vec::new());
+        let got = exchange(
+            comm,
+            &words.concat(),
+            &counts,
+            false,
+            sc.chunk,
+            &mut traffic,
+            Vec::new(),
+        );
         let counts: Vec<usize> = floats.iter().map(Vec::len).collect();
-        let got_f = all_to_all(
+        let got_f = exchange(
             comm,
             &floats.concat(),
             &counts,
+            false,
             sc.chunk,
             &mut traffic,
             Vec::new(),

@@ -8,7 +8,7 @@ use ndarray::{Array1, Array2, ArrayRef, ArrayViewMut2, Ix2, s};
 use super::Traffic;
 use super::collection::{ShardedCollection, check_blocks, check_out};
 use super::collection_plan::{FeatureSide, Forward, ShardedCollectionPlan};
-use super::exchange::{Received, agree, all_to_all, exchange};
+use super::exchange::{Received, agree, exchange};
 use super::merge::{end_row, fold_row, wins};
 use super::placement::Kind;
 use crate::bags::{AsTable, Table, TableMut};
@@ -130,10 +130,11 @@ impl ShardedCollectionPlan {
         let any_arg = (0..layout.links.len()).any(|l| self.extremum(l));
         let got_arg = any_arg.then(|| {
             let counts: Vec<usize> = positions.iter().map(Vec::len).collect();
-            all_to_all(
+            exchange(
                 sc.comm,
                 &positions.concat(),
                 &counts,
+                false,
                 sc.chunk,
                 &mut traffic,
                 Vec::new(),
@@ -317,7 +318,7 @@ impl ShardedCollectionPlan {
             }
             counts.push(out.len() - before);
         }
-        let got = all_to_all(sc.comm, &out, &counts, sc.chunk, traffic, Vec::new());
+        let got = exchange(sc.comm, &out, &counts, false, sc.chunk, traffic, Vec::new());
         Array2::from_shape_vec((served.starts[ranks], served.model.width()), got.values)
             .map_err(|_| internal(op, "gradient rows of another length"))
     }
@@ -530,10 +531,11 @@ fn to_every_rank<C: CommunicatorCollectives, B, T: Equivalence + Copy + Default>
 ) -> Received<T> {
     let ranks = sc.comm.size() as usize;
     let counts = [values.len()].repeat(ranks);
-    all_to_all(
+    exchange(
         sc.comm,
         &values.repeat(ranks),
         &counts,
+        false,
         sc.chunk,
         traffic,
         Vec::new(),

@@ -5,7 +5,7 @@
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayD, ArrayView1, ArrayViewMut, Dimension, IxDyn};
 
-use super::exchange::{all_to_all, exchange};
+use super::exchange::exchange;
 use super::merge::Partials;
 use super::{Route, ShardedTable, Spare, Traffic};
 use crate::call::reduce::{Out, gather_reduce};
@@ -186,8 +186,8 @@ impl Routed {
         // positions.
         let sizes: Vec<usize> = self.seg_counts.iter().map(|&n| n * w).collect();
         let got_buf = std::mem::take(&mut table.spare.borrow_mut().got);
-        let got = all_to_all(comm, &partials, &sizes, chunk, traffic, got_buf);
-        let got_arg = partial_arg.map(|a| all_to_all(comm, &a, &sizes, chunk, traffic, Vec::new()));
+        let got = exchange(comm, &partials, &sizes, false, chunk, traffic, got_buf);
+        let got_arg = partial_arg.map(|a| exchange(comm, &a, &sizes, false, chunk, traffic, Vec::new()));
         if !extremum {
             table.spare.borrow_mut().partials = partials;
         }

@@ -126,24 +126,9 @@ impl<T> Received<T> {
 /// most `chunk` elements (MPI counts and displacements are 32-bit), each pair's values
 /// split evenly over the rounds, into `into`'s storage (a buffer kept from an earlier
 /// call: no fresh pages). Adds the bytes sent to and received from other ranks to
-/// `traffic`. Collective: every rank calls it with its own counts.
-pub(super) fn all_to_all<C, T>(
-    comm: &C,
-    send: &[T],
-    counts: &[usize],
-    chunk: usize,
-    traffic: &mut Traffic,
-    into: Vec<T>,
-) -> Received<T>
-where
-    C: CommunicatorCollectives,
-    T: Equivalence + Copy + Default,
-{
-    exchange(comm, send, counts, false, chunk, traffic, into)
-}
-
-/// [`all_to_all`], but with `keep_own` this rank's own block of `send` stays (nothing
-/// is received from itself): for the values a rank serves itself without a copy.
+/// `traffic`. Collective: every rank calls it with its own counts. With `keep_own`, this
+/// rank's own block of `send` stays (nothing is received from itself): for the values a
+/// rank serves itself without a copy.
 pub(super) fn exchange<C, T>(
     comm: &C,
     send: &[T],

@@ -69,7 +69,7 @@ use ndarray::{Array, ArrayD, ArrayRef, ArrayView1, Dimension, IxDyn};
 
 pub use self::collection::{ShardedCollection, ShardedCollectionPlan};
 use self::combine::Routed;
-use self::exchange::{CallShape, agree, agree_pooled, all_to_all};
+use self::exchange::{CallShape, agree, agree_pooled, exchange};
 pub use self::placement::{Placement, Shard};
 pub use self::plan::ShardedPlan;
 pub use self::planner::{Estimate, Planner};
@@ -308,10 +308,11 @@ where
                 // One rank holds the whole table: no routing.
                 return self.local.gather_rows(ix);
             }
-            let asked = all_to_all(
+            let asked = exchange(
                 self.comm,
                 &route.ids,
                 &route.counts,
+                false,
                 self.chunk,
                 &mut traffic,
                 Vec::new(),
@@ -334,7 +335,15 @@ where
             };
             let w = self.row_len();
             let sizes: Vec<usize> = asked.counts.iter().map(|&c| c * w).collect();
-            let got = all_to_all(self.comm, found, &sizes, self.chunk, &mut traffic, Vec::new());
+            let got = exchange(
+                self.comm,
+                found,
+                &sizes,
+                false,
+                self.chunk,
+                &mut traffic,
+                Vec::new(),
+            );
             if let Some(e) = failed {
                 return Err(e);
             }

@@ -3,7 +3,7 @@
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayRef, ArrayView, Dimension, IxDyn};
 
-use super::exchange::{agree, all_to_all};
+use super::exchange::{agree, exchange};
 use super::route::lend;
 use super::{ShardedTable, Traffic};
 use crate::error::{GatherError, internal};
@@ -77,18 +77,20 @@ where
                 rows.extend_from_slice(&flat[p * w..(p + 1) * w]);
             }
             let sizes: Vec<usize> = route.counts.iter().map(|&c| c * w).collect();
-            let ids = all_to_all(
+            let ids = exchange(
                 self.comm,
                 &route.ids,
                 &route.counts,
+                false,
                 self.chunk,
                 &mut traffic,
                 std::mem::take(&mut spare.asked),
             );
-            let got = all_to_all(
+            let got = exchange(
                 self.comm,
                 &rows,
                 &sizes,
+                false,
                 self.chunk,
                 &mut traffic,
                 std::mem::take(&mut spare.got),
