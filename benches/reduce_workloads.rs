@@ -47,6 +47,8 @@ pub const WIDTH: usize = 64;
 
 /// A named, timed call.
 pub type Variant = (&'static str, Box<dyn FnMut()>);
+/// A variant's call on one batch's ids and bags' starts.
+type PerBatch = Box<dyn FnMut(&Array1<i64>, &Array1<i64>)>;
 
 pub struct ReduceWorkload {
     pub id: &'static str,
@@ -554,41 +556,37 @@ fn small_skewed(id: &'static str) -> ReduceWorkload {
     let batches = std::rc::Rc::new(skewed_batches(ROWS, 8));
     let positions: usize = batches.iter().map(|b| b.0.len()).sum::<usize>() / 8;
     let mut variants: Vec<Variant> = Vec::new();
-    let turn = |b: &std::rc::Rc<Vec<(Array1<i64>, Array1<i64>)>>| {
-        let (b, mut k) = (b.clone(), 0usize);
-        move || {
+    // Each variant takes the next batch of the eight per call.
+    let each = |name: &'static str, mut f: PerBatch| -> Variant {
+        let (b, mut k) = (batches.clone(), 0usize);
+        let call = move || {
             k = (k + 1) % b.len();
-            (b.clone(), k)
-        }
+            f(&b[k].0, &b[k].1)
+        };
+        (name, Box::new(call))
     };
-    {
-        let (t, mut next) = (table.clone(), turn(&batches));
-        variants.push((
-            "plan_apply",
-            Box::new(move || {
-                let (b, k) = next();
-                let (ids, starts) = &b[k];
-                let plan = GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap();
-                black_box(plan.apply(&t, Pooling::Sum).unwrap());
-            }),
-        ));
-    }
-    {
-        let (t, mut next) = (table.clone(), turn(&batches));
-        variants.push((
-            "plan",
-            Box::new(move || {
-                let (b, k) = next();
-                let (ids, starts) = &b[k];
-                black_box(GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap());
-            }),
-        ));
-    }
+    let plan_of = |t: &Array2<f32>, ids: &Array1<i64>, starts: &Array1<i64>| {
+        GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap()
+    };
+    let t = table.clone();
+    variants.push(each(
+        "plan_apply",
+        Box::new(move |ids, starts| {
+            black_box(plan_of(&t, ids, starts).apply(&t, Pooling::Sum).unwrap());
+        }),
+    ));
+    let t = table.clone();
+    variants.push(each(
+        "plan",
+        Box::new(move |ids, starts| {
+            black_box(plan_of(&t, ids, starts));
+        }),
+    ));
     {
         let t = table.clone();
         let plans: Vec<GatherReducePlan> = batches
             .iter()
-            .map(|(ids, starts)| GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap())
+            .map(|(ids, starts)| plan_of(&t, ids, starts))
             .collect();
         let mut k = 0;
         variants.push((
@@ -599,82 +597,63 @@ fn small_skewed(id: &'static str) -> ReduceWorkload {
             }),
         ));
     }
-    {
-        let (t, mut next) = (table.clone(), turn(&batches));
-        variants.push((
-            "alloc",
-            Box::new(move || {
-                let (b, k) = next();
-                let (ids, starts) = &b[k];
-                black_box(
-                    t.gather_reduce(ids, Segments::starts(starts), 0, Pooling::Sum)
-                        .unwrap(),
-                );
-            }),
-        ));
-    }
-    {
-        // The floor: a plain loop over the bags, accumulating in a fixed-size row.
-        let (t, mut next) = (table.clone(), turn(&batches));
-        let mut out = Array2::<f32>::zeros((4096, D));
-        variants.push((
-            "hand1",
-            Box::new(move || {
-                let (b, k) = next();
-                let (ids, starts) = &b[k];
-                let (ts, ids, starts) = (
-                    t.as_slice().unwrap(),
-                    ids.as_slice().unwrap(),
-                    starts.as_slice().unwrap(),
-                );
-                for (bag, row) in out.outer_iter_mut().enumerate() {
-                    let end = starts.get(bag + 1).map_or(ids.len(), |&e| e as usize);
-                    let mut acc = [0.0f32; D];
-                    for &i in &ids[starts[bag] as usize..end] {
-                        let r: &[f32; D] = ts[i as usize * D..][..D].try_into().unwrap();
-                        for (a, v) in acc.iter_mut().zip(r) {
-                            *a += v;
-                        }
+    let t = table.clone();
+    variants.push(each(
+        "alloc",
+        Box::new(move |ids, starts| {
+            black_box(
+                t.gather_reduce(ids, Segments::starts(starts), 0, Pooling::Sum)
+                    .unwrap(),
+            );
+        }),
+    ));
+    // The floor: a plain loop over the bags, accumulating in a fixed-size row.
+    let (t, mut out) = (table.clone(), Array2::<f32>::zeros((4096, D)));
+    variants.push(each(
+        "hand1",
+        Box::new(move |ids, starts| {
+            let (ts, ids, starts) = (
+                t.as_slice().unwrap(),
+                ids.as_slice().unwrap(),
+                starts.as_slice().unwrap(),
+            );
+            for (bag, row) in out.outer_iter_mut().enumerate() {
+                let end = starts.get(bag + 1).map_or(ids.len(), |&e| e as usize);
+                let mut acc = [0.0f32; D];
+                for &i in &ids[starts[bag] as usize..end] {
+                    let r: &[f32; D] = ts[i as usize * D..][..D].try_into().unwrap();
+                    for (a, v) in acc.iter_mut().zip(r) {
+                        *a += v;
                     }
-                    row.into_slice().unwrap().copy_from_slice(&acc);
                 }
-                black_box(&out);
-            }),
-        ));
-    }
-    {
-        let (mut t, mut next) = (table.clone(), turn(&batches));
-        variants.push((
-            "step",
-            Box::new(move || {
-                let (b, k) = next();
-                let (ids, starts) = &b[k];
-                let plan = GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap();
-                let out = plan.apply(&t, Pooling::Sum).unwrap();
-                // The loss's gradient: the output itself, scaled (as a squared loss's).
-                let g = out.mapv(|v| v * 1e-6);
-                plan.step(&g, Pooling::Sum, &mut t, &mut Sgd::new(0.01)).unwrap();
-            }),
-        ));
-    }
-    {
-        // The step a user wrote before `step`: `backward_rows`, then a loop.
-        let (mut t, mut next) = (table.clone(), turn(&batches));
-        variants.push((
-            "step_rows",
-            Box::new(move || {
-                let (b, k) = next();
-                let (ids, starts) = &b[k];
-                let plan = GatherReducePlan::new(t.dim(), ids, Segments::starts(starts), 0).unwrap();
-                let out = plan.apply(&t, Pooling::Sum).unwrap();
-                let g = out.mapv(|v| v * 1e-6);
-                let (rows, grads) = plan.backward_rows(&g, Pooling::Sum).unwrap();
-                for (k, &r) in rows.iter().enumerate() {
-                    t.row_mut(r).scaled_add(-0.01, &grads.row(k));
-                }
-            }),
-        ));
-    }
+                row.into_slice().unwrap().copy_from_slice(&acc);
+            }
+            black_box(&out);
+        }),
+    ));
+    // A training step: the loss's gradient is the output itself, scaled (a squared
+    // loss's); then `step`, or what a user wrote before it: `backward_rows` and a loop.
+    let mut t = table.clone();
+    variants.push(each(
+        "step",
+        Box::new(move |ids, starts| {
+            let plan = plan_of(&t, ids, starts);
+            let g = plan.apply(&t, Pooling::Sum).unwrap().mapv(|v| v * 1e-6);
+            plan.step(&g, Pooling::Sum, &mut t, &mut Sgd::new(0.01)).unwrap();
+        }),
+    ));
+    let mut t = table.clone();
+    variants.push(each(
+        "step_rows",
+        Box::new(move |ids, starts| {
+            let plan = plan_of(&t, ids, starts);
+            let g = plan.apply(&t, Pooling::Sum).unwrap().mapv(|v| v * 1e-6);
+            let (rows, grads) = plan.backward_rows(&g, Pooling::Sum).unwrap();
+            for (k, &r) in rows.iter().enumerate() {
+                t.row_mut(r).scaled_add(-0.01, &grads.row(k));
+            }
+        }),
+    ));
     ReduceWorkload {
         id,
         out_bytes: 4096 * D * 4,
