@@ -8,7 +8,8 @@ use ndarray::ArrayView1;
 
 use super::ShardedCollection;
 use super::Traffic;
-use super::exchange::{agree, exchange};
+use super::collection_step::send_parts;
+use super::exchange::agree;
 use super::placement::{Kind, Layout};
 use ndarray::ArrayViewMut2;
 
@@ -248,25 +249,9 @@ impl ShardedCollectionPlan {
                 .for_each(|(w, &n)| *w = u64::from(n));
             sent.push(s);
         }
-        let counts: Vec<usize> = words.iter().map(Vec::len).collect();
-        let got = exchange(
-            comm,
-            &words.concat(),
-            &counts,
-            false,
-            sc.chunk,
-            &mut traffic,
-            Vec::new(),
-        );
-        let counts: Vec<usize> = floats.iter().map(Vec::len).collect();
-        let got_f = exchange(
-            comm,
-            &floats.concat(),
-            &counts,
-            false,
-            sc.chunk,
-            &mut traffic,
-            Vec::new(),
+        let (got, got_f) = (
+            send_parts(sc, &words, &mut traffic),
+            send_parts(sc, &floats, &mut traffic),
         );
         let served = Served::of(sc, op, &features, training, |q| (got.from(q), got_f.from(q)));
         let local = Local::of(sc, op, batch, &rows, &features);

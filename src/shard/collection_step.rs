@@ -128,18 +128,7 @@ impl ShardedCollectionPlan {
         let got = exchange(sc.comm, &pooled, &counts, true, sc.chunk, &mut traffic, into);
         let me = sc.comm.rank() as usize;
         let any_arg = (0..layout.links.len()).any(|l| self.extremum(l));
-        let got_arg = any_arg.then(|| {
-            let counts: Vec<usize> = positions.iter().map(Vec::len).collect();
-            exchange(
-                sc.comm,
-                &positions.concat(),
-                &counts,
-                false,
-                sc.chunk,
-                &mut traffic,
-                Vec::new(),
-            )
-        });
+        let got_arg = any_arg.then(|| send_parts(sc, &positions, &mut traffic));
         sc.traffic.set(traffic);
         if let Some(e) = failed {
             return Err(e);
@@ -529,11 +518,19 @@ fn to_every_rank<C: CommunicatorCollectives, B, T: Equivalence + Copy + Default>
     values: &[T],
     traffic: &mut Traffic,
 ) -> Received<T> {
-    let ranks = sc.comm.size() as usize;
-    let counts = [values.len()].repeat(ranks);
+    send_parts(sc, &vec![values.to_vec(); sc.comm.size() as usize], traffic)
+}
+
+/// `parts[r]` sent to each rank `r`; what every rank sent this one received, in rank order.
+pub(super) fn send_parts<C: CommunicatorCollectives, B, T: Equivalence + Copy + Default>(
+    sc: &ShardedCollection<'_, C, B>,
+    parts: &[Vec<T>],
+    traffic: &mut Traffic,
+) -> Received<T> {
+    let counts: Vec<usize> = parts.iter().map(Vec::len).collect();
     exchange(
         sc.comm,
-        &values.repeat(ranks),
+        &parts.concat(),
         &counts,
         false,
         sc.chunk,
