@@ -334,10 +334,15 @@ impl ShardedCollectionPlan {
                 .assign(&grad_out.slice(s![.., side.at..side.at + side.d]));
             at += side.d;
         }
-        let mine = local.plan.backward_rows(&g)?;
+        // (A failure, which the checks rule out, still takes part in the exchange, with
+        // nothing: every rank then errs.)
+        let mine = local.plan.backward_rows(&g);
+        let widths: Vec<usize> = (local.tables.iter())
+            .map(|&k| sc.layout.blocks[sc.layout.local[k]].shard.cols.len())
+            .collect();
         // Every rank's rows to every rank: per table its row count, rows and gradients.
         let (mut words, mut floats) = (Vec::new(), Vec::new());
-        for (rows, grads) in &mine {
+        for (rows, grads) in mine.iter().flatten() {
             words.push(rows.len() as u64);
             words.extend(rows.iter().map(|&r| r as u64));
             floats.extend(grads.iter());
@@ -347,22 +352,16 @@ impl ShardedCollectionPlan {
             to_every_rank(sc, &words, traffic),
             to_every_rank(sc, &floats, traffic),
         );
+        let mine = mine?;
+        let bad = || internal(op, "replicated rows of another length");
         let mut per_rank: Vec<Vec<(&[u64], &[f32])>> = Vec::with_capacity(ranks);
         for q in 0..ranks {
             let (wq, fq) = (got.from(q), got_f.from(q));
             let (mut a, mut fa, mut tables) = (0, 0, Vec::new());
-            for (_, grads) in &mine {
-                let d = grads.ncols();
-                let n = *wq
-                    .get(a)
-                    .ok_or_else(|| internal(op, "replicated rows of another length"))?
-                    as usize;
-                let rows = wq
-                    .get(a + 1..a + 1 + n)
-                    .ok_or_else(|| internal(op, "replicated rows of another length"))?;
-                let grads = fq
-                    .get(fa..fa + n * d)
-                    .ok_or_else(|| internal(op, "replicated rows of another length"))?;
+            for &d in &widths {
+                let n = *wq.get(a).ok_or_else(bad)? as usize;
+                let rows = wq.get(a + 1..a + 1 + n).ok_or_else(bad)?;
+                let grads = fq.get(fa..fa + n * d).ok_or_else(bad)?;
                 tables.push((rows, grads));
                 (a, fa) = (a + 1 + n, fa + n * d);
             }
@@ -502,6 +501,9 @@ impl ShardedCollectionPlan {
             }
         }
         let served = &self.served;
+        if rep.len() != rep_tables.len() {
+            return Err(internal(OP, "replicated gradients for another number of blocks"));
+        }
         let plan = served.backward_plan(OP)?;
         plan.step(&grad, &mut served_tables, &mut served_opts)?;
         for ((table, opt), (rows, grads)) in rep_tables.iter_mut().zip(rep_opts.iter_mut()).zip(&rep) {
