@@ -113,7 +113,7 @@ pub(super) enum Forward {
     Call {
         values: Vec<u64>,
         lengths: Vec<u32>,
-        weights: Vec<f32>,
+        weights: Option<Vec<f32>>,
     },
 }
 
@@ -137,7 +137,7 @@ impl Served {
                 lengths,
                 weights,
             } => {
-                let batch = Jagged::lengths(values, lengths, total)?.weighted(weights);
+                let batch = sub_batch(values, lengths, total, weights.as_deref())?;
                 self.model.gather_reduce_into(tables, &batch, &mut out)
             }
         }
@@ -358,6 +358,21 @@ fn coefficients<I: GatherIndex, J: GatherIndex>(
     c
 }
 
+/// An owner's batch: every link's bags of every source, with `weights` (none where no
+/// link is weighted).
+fn sub_batch<'j>(
+    values: &'j [u64],
+    lengths: &'j [u32],
+    total: usize,
+    weights: Option<&'j [f32]>,
+) -> Result<Jagged<'j, u64, u32>, GatherError> {
+    let batch = Jagged::lengths(values, lengths, total)?;
+    Ok(match weights {
+        Some(w) => batch.weighted(w),
+        None => batch,
+    })
+}
+
 /// Position `p`'s resolved row, `None` where skipped.
 pub(super) fn row(rows: &Rows, p: usize) -> Option<usize> {
     match rows {
@@ -403,41 +418,68 @@ impl Served {
             .collect();
         let table_of = |block: usize| tables.iter().position(|&k| layout.local[k] == block);
         let n = links.len();
-        let (mut lens, mut ids, mut weights, mut coefs) = (
-            vec![Vec::new(); n],
-            vec![Vec::new(); n],
-            vec![Vec::new(); n],
-            vec![Vec::new(); n],
-        );
-        let mut pos_starts = vec![Vec::with_capacity(ranks); n];
-        let mut starts = vec![0usize];
         let bad = || internal(op, "a routing message of another length");
+        // First where each source's part of each link is in its message (its bags'
+        // lengths, ids, weights and coefficients), then each copied once into place: link
+        // by link, the sources back to back in rank order.
+        let mut spans = Vec::with_capacity(ranks);
+        let (mut starts, mut per_link) = (vec![0usize], vec![0usize; n]);
         for q in 0..ranks {
-            let (words, floats) = from(q);
+            let (words, _) = from(q);
             let bq = *words.first().ok_or_else(bad)? as usize;
             starts.push(starts[q] + bq);
-            let (mut at, mut fat) = (1, 0);
+            let (mut at, mut fat, mut parts) = (1, 0, Vec::with_capacity(n));
             for (i, &l) in links.iter().enumerate() {
                 let side = &features[layout.links[l].feature];
-                let ls = words.get(at..at + bq).ok_or_else(bad)?;
-                let k: usize = ls.iter().map(|&x| x as usize).sum();
-                lens[i].extend(ls.iter().map(|&x| x as u32));
-                pos_starts[i].push(ids[i].len());
-                ids[i].extend_from_slice(words.get(at + bq..at + bq + k).ok_or_else(bad)?);
-                at += bq + k;
-                if side.weighted {
-                    weights[i].extend_from_slice(floats.get(fat..fat + k).ok_or_else(bad)?);
-                    fat += k;
-                } else {
-                    weights[i].resize(ids[i].len(), 1.0);
+                let k: usize = words
+                    .get(at..at + bq)
+                    .ok_or_else(bad)?
+                    .iter()
+                    .map(|&x| x as usize)
+                    .sum();
+                let (w, c) = (side.weighted, training && has_coefs(side));
+                parts.push((at, k, w.then_some(fat), c.then_some(fat + if w { k } else { 0 })));
+                per_link[i] += k;
+                (at, fat) = (at + bq + k, fat + k * (usize::from(w) + usize::from(c)));
+            }
+            spans.push(parts);
+        }
+        let total = starts[ranks];
+        let (positions, link_at) = (
+            per_link.iter().sum::<usize>(),
+            super::exchange::offsets(&per_link),
+        );
+        let weighted = links.iter().any(|&l| features[layout.links[l].feature].weighted);
+        let scaled = training
+            && links
+                .iter()
+                .any(|&l| has_coefs(&features[layout.links[l].feature]));
+        let mut values = vec![0u64; positions];
+        let mut lengths = vec![0u32; n * total];
+        let mut w = vec![1.0f32; if weighted { positions } else { 0 }];
+        let mut coefs = vec![1.0f32; if scaled { positions } else { 0 }];
+        let mut pos_starts = vec![Vec::with_capacity(ranks); n];
+        let mut filled = vec![0usize; n];
+        for (q, parts) in spans.iter().enumerate() {
+            let (words, floats) = from(q);
+            let bq = starts[q + 1] - starts[q];
+            for (i, &(at, k, wat, cat)) in parts.iter().enumerate() {
+                let to = link_at[i] + filled[i];
+                pos_starts[i].push(filled[i]);
+                filled[i] += k;
+                let lens = &mut lengths[i * total + starts[q]..][..bq];
+                lens.iter_mut()
+                    .zip(&words[at..at + bq])
+                    .for_each(|(l, &x)| *l = x as u32);
+                values[to..to + k].copy_from_slice(words.get(at + bq..at + bq + k).ok_or_else(bad)?);
+                if let Some(f) = wat {
+                    w[to..to + k].copy_from_slice(floats.get(f..f + k).ok_or_else(bad)?);
                 }
-                if training && has_coefs(side) {
-                    coefs[i].extend_from_slice(floats.get(fat..fat + k).ok_or_else(bad)?);
-                    fat += k;
+                if let Some(f) = cat {
+                    coefs[to..to + k].copy_from_slice(floats.get(f..f + k).ok_or_else(bad)?);
                 }
             }
         }
-        let total = starts[ranks];
         let mut model = Collection::new();
         for &k in &tables {
             let s = &layout.blocks[layout.local[k]].shard;
@@ -459,35 +501,34 @@ impl Served {
                 (false, false) => backward_model.feature(t, owner_pool(side)),
             };
         }
-        let values: Vec<u64> = ids.concat();
-        let lengths: Vec<u32> = lens.concat();
-        let w: Vec<f32> = weights.concat();
         let extremum = links.iter().any(|&l| {
             let side = &features[layout.links[l].feature];
             side.kind == Kind::Rows && matches!(side.pooling, Pooling::Max | Pooling::Min)
         });
-        let scaled = links
-            .iter()
-            .any(|&l| has_coefs(&features[layout.links[l].feature]));
-        let backward = match training && scaled {
+        let backward = match scaled {
             true => {
-                let bw: Vec<f32> = (0..n)
-                    .flat_map(|i| match has_coefs(&features[layout.links[links[i]].feature]) {
-                        true => &coefs[i],
-                        false => &weights[i],
-                    })
-                    .copied()
-                    .collect();
-                Some(backward_model.plan(&Jagged::lengths(&values, &lengths, total)?.weighted(&bw))?)
+                // The coefficients where a link has them, else the weights.
+                for (i, &l) in links.iter().enumerate() {
+                    if !has_coefs(&features[layout.links[l].feature]) && weighted {
+                        let r = link_at[i]..link_at[i] + per_link[i];
+                        coefs[r.clone()].copy_from_slice(&w[r]);
+                    }
+                }
+                Some(backward_model.plan(&sub_batch(&values, &lengths, total, Some(&coefs[..]))?)?)
             }
             false => None,
         };
         let forward = match training || extremum {
-            true => Forward::Plan(model.plan(&Jagged::lengths(&values, &lengths, total)?.weighted(&w))?),
+            true => Forward::Plan(model.plan(&sub_batch(
+                &values,
+                &lengths,
+                total,
+                weighted.then_some(&w[..]),
+            )?)?),
             false => Forward::Call {
                 values,
                 lengths,
-                weights: w,
+                weights: weighted.then_some(w),
             },
         };
         Ok(Served {
