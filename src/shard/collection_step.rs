@@ -276,19 +276,22 @@ impl ShardedCollectionPlan {
         Ok(())
     }
 
-    /// The gradient rows to the owners: each source's rows of each link's columns (a
-    /// row-wise link's bags with positions there only), into the owner's `[B_total, Σ
-    /// D_link]` gradient, every source's bags back to back.
-    fn grads_to_owners<C: Communicator + CommunicatorCollectives, B>(
+    /// A backward's exchanges (the traffic set): each source's gradient rows of each
+    /// link's columns to the link's owner, into its `[B_total, Σ D_link]` gradient (every
+    /// source's bags back to back), and the replicated tables' rows
+    /// ([`replicated_rows`](Self::replicated_rows)).
+    #[allow(clippy::type_complexity)]
+    fn gradients<C: Communicator + CommunicatorCollectives, B>(
         &self,
         op: &'static str,
         sc: &ShardedCollection<'_, C, B>,
         grad_out: &ArrayRef<f32, Ix2>,
-        traffic: &mut Traffic,
-    ) -> Result<Array2<f32>, GatherError> {
+    ) -> (
+        Result<Array2<f32>, GatherError>,
+        Result<Vec<(Vec<usize>, Array2<f32>)>, GatherError>,
+    ) {
         let (ranks, layout, served) = (self.ranks, &self.layout, &self.served);
-        // To each owner, each bag's row of every link's columns there: the rows of the
-        // owner's gradient (every source's bags back to back, in rank order).
+        // To each owner, each bag's row of every link's columns there.
         let mut out: Vec<f32> = Vec::with_capacity(self.batch * self.width);
         let mut counts = Vec::with_capacity(ranks);
         for o in 0..ranks {
@@ -307,9 +310,13 @@ impl ShardedCollectionPlan {
             }
             counts.push(out.len() - before);
         }
-        let got = exchange(sc.comm, &out, &counts, false, sc.chunk, traffic, Vec::new());
-        Array2::from_shape_vec((served.starts[ranks], served.model.width()), got.values)
-            .map_err(|_| internal(op, "gradient rows of another length"))
+        let mut traffic = Traffic::default();
+        let got = exchange(sc.comm, &out, &counts, false, sc.chunk, &mut traffic, Vec::new());
+        let grad = Array2::from_shape_vec((served.starts[ranks], served.model.width()), got.values)
+            .map_err(|_| internal(op, "gradient rows of another length"));
+        let rep = self.replicated_rows(op, sc, grad_out, &mut traffic);
+        sc.traffic.set(traffic);
+        (grad, rep)
     }
 
     /// The replicated tables' gradient rows, every rank's summed in rank order (the same
@@ -417,10 +424,7 @@ impl ShardedCollectionPlan {
     {
         const OP: &str = "ShardedCollectionPlan::backward_rows";
         agree(sc.comm, OP, self.check_backward(OP, sc, grad_out))?;
-        let mut traffic = Traffic::default();
-        let grad = self.grads_to_owners(OP, sc, grad_out, &mut traffic);
-        let rep = self.replicated_rows(OP, sc, grad_out, &mut traffic);
-        sc.traffic.set(traffic);
+        let (grad, rep) = self.gradients(OP, sc, grad_out);
         let served = &self.served;
         let plan = served.backward_plan(OP)?;
         let mut rows = plan.backward_rows(&grad?)?.into_iter();
@@ -477,10 +481,7 @@ impl ShardedCollectionPlan {
             Ok(())
         });
         agree(sc.comm, OP, local)?;
-        let mut traffic = Traffic::default();
-        let grad = self.grads_to_owners(OP, sc, grad_out, &mut traffic);
-        let rep = self.replicated_rows(OP, sc, grad_out, &mut traffic);
-        sc.traffic.set(traffic);
+        let (grad, rep) = self.gradients(OP, sc, grad_out);
         let (grad, rep) = (grad?, rep?);
         let layout = &sc.layout;
         let replicated: Vec<bool> = (layout.local.iter())

@@ -68,7 +68,7 @@ impl Routed {
         D: Dimension,
         T: PoolTable<A, D>,
     {
-        let (comm, chunk, ranks) = (table.comm, table.chunk, table.rows.ranks());
+        let (comm, ranks) = (table.comm, table.rows.ranks());
         let mut spare = table.spare.borrow_mut();
         let count = segs.count();
         let mut segment = std::mem::take(&mut spare.segment);
@@ -87,24 +87,12 @@ impl Routed {
         let mut route = route;
         let mut local = std::mem::take(&mut spare.local);
         let (kept, global, per_owner) = number_segments(&mut route, &segment, count, plan, &mut local);
-        let ids = exchange(
-            comm,
-            &route.ids,
-            &route.counts,
-            true,
-            chunk,
-            traffic,
+        let (asked, asked_segs) = (
             std::mem::take(&mut spare.asked),
-        );
-        let segs_in = exchange(
-            comm,
-            &local,
-            &route.counts,
-            true,
-            chunk,
-            traffic,
             std::mem::take(&mut spare.asked_segs),
         );
+        let ids = table.send(&route.ids, &route.counts, true, traffic, asked);
+        let segs_in = table.send(&local, &route.counts, true, traffic, asked_segs);
         let side = OwnerSide::of(&segs_in.counts, &segs_in.values, plan);
         spare.local = local;
         spare.asked_segs = segs_in.values;

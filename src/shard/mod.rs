@@ -308,15 +308,7 @@ where
                 // One rank holds the whole table: no routing.
                 return self.local.gather_rows(ix);
             }
-            let asked = exchange(
-                self.comm,
-                &route.ids,
-                &route.counts,
-                false,
-                self.chunk,
-                &mut traffic,
-                Vec::new(),
-            );
+            let asked = self.send(&route.ids, &route.counts, false, &mut traffic, Vec::new());
             // The owner's side: the rows asked of it, in the order asked.
             // (A failure here, which the agreement rules out, still takes part in the
             // exchange below, with zeros, so that no rank waits alone.)
@@ -335,15 +327,7 @@ where
             };
             let w = self.row_len();
             let sizes: Vec<usize> = asked.counts.iter().map(|&c| c * w).collect();
-            let got = exchange(
-                self.comm,
-                found,
-                &sizes,
-                false,
-                self.chunk,
-                &mut traffic,
-                Vec::new(),
-            );
+            let got = self.send(found, &sizes, false, &mut traffic, Vec::new());
             if let Some(e) = failed {
                 return Err(e);
             }
@@ -465,6 +449,21 @@ where
         });
         self.traffic.set(traffic);
         out
+    }
+}
+
+impl<C: CommunicatorCollectives, A, D: Dimension, T> ShardedTable<'_, C, A, D, T> {
+    /// [`exchange`] on this table's communicator, in its rounds: `values` (`counts[r]` to
+    /// rank `r`) out, what every rank sent back (`keep_own`: this rank's block stays).
+    fn send<V: Equivalence + Copy + Default>(
+        &self,
+        values: &[V],
+        counts: &[usize],
+        keep_own: bool,
+        traffic: &mut Traffic,
+        into: Vec<V>,
+    ) -> exchange::Received<V> {
+        exchange(self.comm, values, counts, keep_own, self.chunk, traffic, into)
     }
 }
 

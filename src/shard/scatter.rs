@@ -3,7 +3,7 @@
 use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence};
 use ndarray::{ArrayRef, ArrayView, Dimension, IxDyn};
 
-use super::exchange::{agree, exchange};
+use super::exchange::agree;
 use super::route::lend;
 use super::{ShardedTable, Traffic};
 use crate::error::{GatherError, internal};
@@ -77,24 +77,9 @@ where
                 rows.extend_from_slice(&flat[p * w..(p + 1) * w]);
             }
             let sizes: Vec<usize> = route.counts.iter().map(|&c| c * w).collect();
-            let ids = exchange(
-                self.comm,
-                &route.ids,
-                &route.counts,
-                false,
-                self.chunk,
-                &mut traffic,
-                std::mem::take(&mut spare.asked),
-            );
-            let got = exchange(
-                self.comm,
-                &rows,
-                &sizes,
-                false,
-                self.chunk,
-                &mut traffic,
-                std::mem::take(&mut spare.got),
-            );
+            let asked = std::mem::take(&mut spare.asked);
+            let ids = self.send(&route.ids, &route.counts, false, &mut traffic, asked);
+            let got = self.send(&rows, &sizes, false, &mut traffic, std::mem::take(&mut spare.got));
             // The owner's side: every source's rows, in (source rank, position) order,
             // scattered from where they arrived.
             let shape: Vec<usize> = std::iter::once(ids.values.len())
