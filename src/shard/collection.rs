@@ -62,9 +62,8 @@ pub struct ShardedCollection<'c, C: Communicator, B = Array2<f32>> {
     pub(super) traffic: Cell<Traffic>,
     /// The most elements one round of an exchange moves per rank.
     pub(super) chunk: usize,
-    /// The buffers of the last call (an owner's pooled rows, the rows received), kept
-    /// for the next: no fresh pages.
-    pub(super) spare: RefCell<(Vec<f32>, Vec<f32>)>,
+    /// The buffers of the last call, kept for the next: no fresh pages.
+    pub(super) spare: RefCell<Kept>,
 }
 
 impl<'c, C, B> ShardedCollection<'c, C, B>
@@ -194,6 +193,18 @@ impl<C: Communicator, B> ShardedCollection<'_, C, B> {
         self.chunk = elements.max(1);
         self
     }
+}
+
+/// A collection's buffers between calls: an owner's pooled rows, the rows received, and
+/// the routing's words and floats (per rank, then each message sent and received).
+#[derive(Default)]
+pub(super) struct Kept {
+    pub pooled: Vec<f32>,
+    pub rows_in: Vec<f32>,
+    pub words: (Vec<u64>, Vec<u64>),
+    pub floats: (Vec<f32>, Vec<f32>),
+    /// The routing's words and floats to each rank, before they are one message.
+    pub parts: (Vec<Vec<u64>>, Vec<Vec<f32>>),
 }
 
 /// This rank's blocks against its shards: their number and shapes.

@@ -8,7 +8,7 @@ use ndarray::ArrayView1;
 
 use super::ShardedCollection;
 use super::Traffic;
-use super::collection_step::send_parts;
+use super::collection_step::send_kept;
 use super::exchange::agree;
 use super::placement::{Kind, Layout};
 use ndarray::ArrayViewMut2;
@@ -190,8 +190,15 @@ impl ShardedCollectionPlan {
         let features = feature_sides(model, layout, batch, &rows);
         // Each rank's message: its batch size, then per link at that rank its bags'
         // lengths and ids; the weights (and a row-wise mean's coefficients) beside.
-        let mut words: Vec<Vec<u64>> = vec![vec![b as u64]; ranks];
-        let mut floats: Vec<Vec<f32>> = vec![Vec::new(); ranks];
+        // (In the last call's buffers.)
+        let (mut words, mut floats) = std::mem::take(&mut sc.spare.borrow_mut().parts);
+        words.resize_with(ranks, Vec::new);
+        floats.resize_with(ranks, Vec::new);
+        words.iter_mut().for_each(|w| {
+            w.clear();
+            w.push(b as u64)
+        });
+        floats.iter_mut().for_each(Vec::clear);
         let mut sent = Vec::with_capacity(layout.links.len());
         let mut coefs: Vec<Option<Vec<f32>>> = vec![None; model.features()];
         for (l, link) in layout.links.iter().enumerate() {
@@ -249,11 +256,13 @@ impl ShardedCollectionPlan {
                 .for_each(|(w, &n)| *w = u64::from(n));
             sent.push(s);
         }
-        let (got, got_f) = (
-            send_parts(sc, &words, &mut traffic),
-            send_parts(sc, &floats, &mut traffic),
-        );
+        let mut kept = sc.spare.borrow_mut();
+        let got = send_kept(sc, &words, &mut kept.words, &mut traffic);
+        let got_f = send_kept(sc, &floats, &mut kept.floats, &mut traffic);
         let served = Served::of(sc, op, &features, training, |q| (got.from(q), got_f.from(q)));
+        (kept.words.1, kept.floats.1) = (got.values, got_f.values);
+        kept.parts = (words, floats);
+        drop(kept);
         let local = Local::of(sc, op, batch, &rows, &features);
         sc.traffic.set(traffic);
         // (An owner's failure, which the checks rule out, is every rank's.)

@@ -90,7 +90,7 @@ impl ShardedCollectionPlan {
         // row-wise max / min's argmax per link, relative to each source's positions.
         let width = served.model.width();
         let mut spare = sc.spare.borrow_mut();
-        let mut pooled = std::mem::take(&mut spare.0);
+        let mut pooled = std::mem::take(&mut spare.pooled);
         let mut failed = served.pool_into(op, &tables, &mut pooled).err();
         let mut positions: Vec<Vec<u64>> = vec![Vec::new(); ranks];
         for (i, &l) in served.links.iter().enumerate() {
@@ -123,7 +123,7 @@ impl ShardedCollectionPlan {
         let counts: Vec<usize> = (0..ranks)
             .map(|q| (served.starts[q + 1] - served.starts[q]) * width)
             .collect();
-        let into = std::mem::take(&mut spare.1);
+        let into = std::mem::take(&mut spare.rows_in);
         // (This rank's own rows stay where they were pooled.)
         let got = exchange(sc.comm, &pooled, &counts, true, sc.chunk, &mut traffic, into);
         let me = sc.comm.rank() as usize;
@@ -530,16 +530,22 @@ pub(super) fn send_parts<C: CommunicatorCollectives, B, T: Equivalence + Copy + 
     parts: &[Vec<T>],
     traffic: &mut Traffic,
 ) -> Received<T> {
+    send_kept(sc, parts, &mut (Vec::new(), Vec::new()), traffic)
+}
+
+/// [`send_parts`] through kept buffers (`kept`: the message sent, and the storage the
+/// next one is received into, which the caller gives back).
+pub(super) fn send_kept<C: CommunicatorCollectives, B, T: Equivalence + Copy + Default>(
+    sc: &ShardedCollection<'_, C, B>,
+    parts: &[Vec<T>],
+    kept: &mut (Vec<T>, Vec<T>),
+    traffic: &mut Traffic,
+) -> Received<T> {
     let counts: Vec<usize> = parts.iter().map(Vec::len).collect();
-    exchange(
-        sc.comm,
-        &parts.concat(),
-        &counts,
-        false,
-        sc.chunk,
-        traffic,
-        Vec::new(),
-    )
+    kept.0.clear();
+    parts.iter().for_each(|p| kept.0.extend_from_slice(p));
+    let into = std::mem::take(&mut kept.1);
+    exchange(sc.comm, &kept.0, &counts, false, sc.chunk, traffic, into)
 }
 
 /// The pooler that ends a row-wise feature's combined bags (its pooling, weighted or not,
