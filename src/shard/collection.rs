@@ -4,11 +4,11 @@
 
 use std::cell::{Cell, RefCell};
 
-use mpi::traits::{Communicator, CommunicatorCollectives, Root};
+use mpi::traits::{Communicator, CommunicatorCollectives, Equivalence, Root};
 use ndarray::{Array2, ArrayRef, Ix2};
 
 use super::Traffic;
-use super::exchange::agree;
+use super::exchange::{Received, agree, exchange};
 use super::placement::{Layout, Placement};
 use crate::bags::{AsTable, Collection, Jagged};
 use crate::error::GatherError;
@@ -255,4 +255,37 @@ pub(super) fn check_out(
         });
     }
     Ok(())
+}
+
+/// `values` sent to every rank; every rank's received, in rank order.
+pub(super) fn to_every_rank<C: CommunicatorCollectives, B, T: Equivalence + Copy + Default>(
+    sc: &ShardedCollection<'_, C, B>,
+    values: &[T],
+    traffic: &mut Traffic,
+) -> Received<T> {
+    send_parts(sc, &vec![values.to_vec(); sc.comm.size() as usize], traffic)
+}
+
+/// `parts[r]` sent to each rank `r`; what every rank sent this one received, in rank order.
+pub(super) fn send_parts<C: CommunicatorCollectives, B, T: Equivalence + Copy + Default>(
+    sc: &ShardedCollection<'_, C, B>,
+    parts: &[Vec<T>],
+    traffic: &mut Traffic,
+) -> Received<T> {
+    send_kept(sc, parts, &mut (Vec::new(), Vec::new()), traffic)
+}
+
+/// [`send_parts`] through kept buffers (`kept`: the message sent, and the storage the
+/// next one is received into, which the caller gives back).
+pub(super) fn send_kept<C: CommunicatorCollectives, B, T: Equivalence + Copy + Default>(
+    sc: &ShardedCollection<'_, C, B>,
+    parts: &[Vec<T>],
+    kept: &mut (Vec<T>, Vec<T>),
+    traffic: &mut Traffic,
+) -> Received<T> {
+    let counts: Vec<usize> = parts.iter().map(Vec::len).collect();
+    kept.0.clear();
+    parts.iter().for_each(|p| kept.0.extend_from_slice(p));
+    let into = std::mem::take(&mut kept.1);
+    exchange(sc.comm, &kept.0, &counts, false, sc.chunk, traffic, into)
 }

@@ -43,6 +43,8 @@
 
 mod backward;
 mod collection;
+mod collection_apply;
+mod collection_owner;
 mod collection_plan;
 mod collection_step;
 mod combine;
