@@ -25,6 +25,9 @@ mod plans;
 mod props;
 // Files: not under Miri (its isolation has no file system) but its error cases.
 mod quant;
+// Fixture files: not under Miri.
+#[cfg(not(miri))]
+mod sample;
 mod spec;
 mod support;
 mod wrappers;

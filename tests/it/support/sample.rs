@@ -1,0 +1,202 @@
+//! A literal reference of `grid_sample` (issue 76, decision 70): PyTorch's formulas written
+//! out in `f64`, one output element at a time, as the list of (input element, weight) it
+//! reads. The forward is their weighted sum; the input's gradient scatters the output's
+//! gradient through the same list. No crate code: the crate's interpolating gathers are to
+//! be checked against this and `tests/fixtures/SAMPLE_MANIFEST.txt`.
+
+use ndarray::{ArrayD, IxDyn};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Linear,
+    Nearest,
+    Cubic,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Padding {
+    Zeros,
+    Border,
+    Reflection,
+}
+
+/// Rounds every intermediate to the fixture's precision (`f32`: each operation as `f32`
+/// arithmetic gives it; one rounding of the exact `f64` result is the same), so that ties
+/// and floors fall where PyTorch's fall.
+pub type Round = fn(f64) -> f64;
+
+/// `coord` in `[-1, 1]` to a pixel coordinate of an axis of `size`, each step rounded.
+pub fn unnormalize(coord: f64, size: usize, align: bool, p: Round) -> f64 {
+    let s = size as f64;
+    if align {
+        p(p(p(coord + 1.0) / 2.0) * (s - 1.0))
+    } else {
+        p(p(p(p(coord + 1.0) * s) - 1.0) / 2.0)
+    }
+}
+
+/// `x` into `[0, size - 1]`.
+fn clip(x: f64, size: usize) -> f64 {
+    (size as f64 - 1.0).min(x.max(0.0))
+}
+
+/// `x` reflected into `[twice_low / 2, twice_high / 2]`.
+fn reflect(x: f64, twice_low: f64, twice_high: f64, p: Round) -> f64 {
+    if twice_low == twice_high {
+        return 0.0;
+    }
+    let (low, span) = (twice_low / 2.0, (twice_high - twice_low) / 2.0);
+    let x = p(p(x - low).abs());
+    let (extra, flips) = (x % span, p(x / span).floor());
+    if flips % 2.0 == 0.0 {
+        p(extra + low)
+    } else {
+        p(p(span - extra) + low)
+    }
+}
+
+/// A pixel coordinate after the padding's rule.
+pub fn pad(x: f64, size: usize, padding: Padding, align: bool, p: Round) -> f64 {
+    let s = size as f64;
+    match padding {
+        Padding::Zeros => x,
+        Padding::Border => clip(x, size),
+        Padding::Reflection if align => clip(reflect(x, 0.0, 2.0 * (s - 1.0), p), size),
+        Padding::Reflection => clip(reflect(x, -1.0, 2.0 * s - 1.0, p), size),
+    }
+}
+
+/// The cubic convolution's four weights at fraction `t` (A = -0.75).
+fn cubic_weights(t: f64) -> [f64; 4] {
+    let a = -0.75;
+    let near = |x: f64| ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+    let far = |x: f64| ((a * x - 5.0 * a) * x + 8.0 * a) * x - 4.0 * a;
+    [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
+}
+
+/// What one output point reads: per spatial input position (row-major over the spatial
+/// axes), its weight; `None`: the output is NaN (a NaN coordinate under linear or cubic).
+pub fn taps(
+    point: &[f64],
+    sizes: &[usize],
+    (mode, padding, align): (Mode, Padding, bool),
+    p: Round,
+) -> Option<Vec<(usize, f64)>> {
+    // The grid's last axis is (x, y[, z]): x indexes the last spatial axis.
+    let dims = sizes.len();
+    let coord = |d: usize| unnormalize(point[dims - 1 - d], sizes[d], align, p);
+    // A NaN coordinate: PyTorch's 2-D kernel (vectorized) gives NaN for linear and cubic
+    // (a masked corner's 0 times a NaN weight) and 0 for nearest; its 3-D kernel (scalar)
+    // reads no corner, so 0.
+    if point.iter().any(|c| c.is_nan()) {
+        return if mode == Mode::Nearest || dims == 3 {
+            Some(Vec::new())
+        } else {
+            None
+        };
+    }
+    let flat = |idx: &[i64]| -> Option<usize> {
+        let mut at = 0usize;
+        for (d, &i) in idx.iter().enumerate() {
+            if i < 0 || i >= sizes[d] as i64 {
+                return None;
+            }
+            at = at * sizes[d] + i as usize;
+        }
+        Some(at)
+    };
+    let mut out = Vec::new();
+    match mode {
+        Mode::Nearest => {
+            let idx: Vec<i64> = (0..dims)
+                .map(|d| pad(coord(d), sizes[d], padding, align, p).round_ties_even() as i64)
+                .collect();
+            out.extend(flat(&idx).map(|at| (at, 1.0)));
+        }
+        Mode::Linear => {
+            let c: Vec<f64> = (0..dims)
+                .map(|d| pad(coord(d), sizes[d], padding, align, p))
+                .collect();
+            // Corners in PyTorch's order: the last axis fastest within each.
+            for corner in 0..1usize << dims {
+                let mut idx = Vec::with_capacity(dims);
+                let mut w = 1.0;
+                for (d, &cd) in c.iter().enumerate() {
+                    let low = cd.floor();
+                    let high = (corner >> (dims - 1 - d)) & 1 == 1;
+                    idx.push(low as i64 + i64::from(high));
+                    w *= if high { cd - low } else { low + 1.0 - cd };
+                }
+                if let Some(at) = flat(&idx) {
+                    out.push((at, w));
+                }
+            }
+        }
+        Mode::Cubic => {
+            assert_eq!(dims, 2, "cubic is 2-D");
+            let (iy, ix) = (coord(0), coord(1));
+            let (y0, x0) = (iy.floor(), ix.floor());
+            let (wy, wx) = (cubic_weights(iy - y0), cubic_weights(ix - x0));
+            for (i, wyi) in wy.iter().enumerate() {
+                for (j, wxj) in wx.iter().enumerate() {
+                    // Each tap is padded on its own (PyTorch's `get_value_bounded`).
+                    let y = pad(y0 - 1.0 + i as f64, sizes[0], padding, align, p);
+                    let x = pad(x0 - 1.0 + j as f64, sizes[1], padding, align, p);
+                    if let Some(at) = flat(&[y as i64, x as i64]) {
+                        out.push((at, wyi * wxj));
+                    }
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+/// `grid_sample(x, grid)` and, for an upstream gradient `r` of the output's shape, the
+/// input's gradient: x `[N, C, *sizes]`, grid `[N, *out, dims]`; `how`: the mode,
+/// padding and `align_corners`; `p`: the fixture's precision.
+pub fn grid_sample(
+    x: &ArrayD<f64>,
+    grid: &ArrayD<f64>,
+    r: &ArrayD<f64>,
+    how: (Mode, Padding, bool),
+    p: Round,
+) -> (ArrayD<f64>, ArrayD<f64>) {
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let sizes = &x.shape()[2..];
+    let dims = sizes.len();
+    let out_sizes = &grid.shape()[1..grid.ndim() - 1];
+    let points: usize = out_sizes.iter().product();
+    let spatial: usize = sizes.iter().product();
+    let mut shape = vec![n, c];
+    shape.extend_from_slice(out_sizes);
+    let mut y = ArrayD::zeros(IxDyn(&shape));
+    let mut gx = ArrayD::zeros(x.raw_dim());
+    let (xs, gs) = (x.as_standard_layout(), grid.as_standard_layout());
+    let (xs, gs) = (xs.as_slice().unwrap(), gs.as_slice().unwrap());
+    let rs = r.as_standard_layout();
+    let rs = rs.as_slice().unwrap();
+    {
+        let (ys, gxs) = (y.as_slice_mut().unwrap(), gx.as_slice_mut().unwrap());
+        for b in 0..n {
+            for pt in 0..points {
+                let point = &gs[(b * points + pt) * dims..][..dims];
+                let t = taps(point, sizes, how, p);
+                for ch in 0..c {
+                    let base = (b * c + ch) * spatial;
+                    let o = (b * c + ch) * points + pt;
+                    match &t {
+                        None => ys[o] = f64::NAN,
+                        Some(t) => {
+                            ys[o] = t.iter().map(|&(at, w)| xs[base + at] * w).sum();
+                            for &(at, w) in t {
+                                gxs[base + at] += w * rs[o];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    (y, gx)
+}
