@@ -200,3 +200,122 @@ pub fn grid_sample(
     }
     (y, gx)
 }
+
+/// The derivative of [`pad`] at `x` (PyTorch's `*_set_grad`: a clipped coordinate,
+/// exactly at a bound too, has none; a reflected one flips its sign).
+fn pad_slope(x: f64, size: usize, padding: Padding, align: bool, p: Round) -> f64 {
+    let s = size as f64;
+    let clip_slope = |v: f64| if v <= 0.0 || v >= s - 1.0 { 0.0 } else { 1.0 };
+    let reflected = |twice_low: f64, twice_high: f64| -> (f64, f64) {
+        if twice_low == twice_high {
+            return (0.0, 0.0);
+        }
+        let (low, span) = (twice_low / 2.0, (twice_high - twice_low) / 2.0);
+        let v = p(x - low);
+        let (sign, v) = if v < 0.0 { (-1.0, -v) } else { (1.0, v) };
+        let (extra, flips) = (v % span, p(v / span).floor());
+        if flips % 2.0 == 0.0 {
+            (p(extra + low), sign)
+        } else {
+            (p(p(span - extra) + low), -sign)
+        }
+    };
+    match padding {
+        Padding::Zeros => 1.0,
+        Padding::Border => clip_slope(x),
+        Padding::Reflection => {
+            let (v, slope) = if align {
+                reflected(0.0, 2.0 * (s - 1.0))
+            } else {
+                reflected(-1.0, 2.0 * s - 1.0)
+            };
+            slope * clip_slope(v)
+        }
+    }
+}
+
+/// The grid's gradient of `loss = Σ grid_sample(x, grid) · r` for linear interpolation (2-D
+/// and 3-D; zero for nearest), PyTorch's autograd: each coordinate's slope of the corners'
+/// weights, summed over the channels, times the unnormalization's and padding's slopes.
+/// NaN points are NaN (PyTorch's own values there are not compared).
+pub fn grid_grad(
+    x: &ArrayD<f64>,
+    grid: &ArrayD<f64>,
+    r: &ArrayD<f64>,
+    (mode, padding, align): (Mode, Padding, bool),
+    p: Round,
+) -> ArrayD<f64> {
+    let (n, c) = (x.shape()[0], x.shape()[1]);
+    let sizes = &x.shape()[2..];
+    let dims = sizes.len();
+    let points: usize = grid.shape()[1..grid.ndim() - 1].iter().product();
+    let spatial: usize = sizes.iter().product();
+    let mut g = ArrayD::zeros(grid.raw_dim());
+    if mode == Mode::Nearest {
+        return g;
+    }
+    assert_eq!(mode, Mode::Linear, "the cubic grid gradient has no reference yet");
+    let (xs, gs, rs) = (
+        x.as_standard_layout(),
+        grid.as_standard_layout(),
+        r.as_standard_layout(),
+    );
+    let (xs, gs, rs) = (
+        xs.as_slice().unwrap(),
+        gs.as_slice().unwrap(),
+        rs.as_slice().unwrap(),
+    );
+    let out = g.as_slice_mut().unwrap();
+    for b in 0..n {
+        for pt in 0..points {
+            let at = (b * points + pt) * dims;
+            let point = &gs[at..at + dims];
+            if point.iter().any(|v| v.is_nan()) {
+                out[at..at + dims].fill(f64::NAN);
+                continue;
+            }
+            // Per spatial axis d: the coordinate, before and after padding.
+            let raw: Vec<f64> = (0..dims)
+                .map(|d| unnormalize(point[dims - 1 - d], sizes[d], align, p))
+                .collect();
+            let cd: Vec<f64> = (0..dims)
+                .map(|d| pad(raw[d], sizes[d], padding, align, p))
+                .collect();
+            let mut slope = vec![0.0; dims];
+            for corner in 0..1usize << dims {
+                let (mut flat, mut inside) = (0usize, true);
+                let mut f = vec![0.0; dims];
+                let mut sign = vec![0.0; dims];
+                for d in 0..dims {
+                    let low = cd[d].floor();
+                    let high = (corner >> (dims - 1 - d)) & 1 == 1;
+                    let i = low as i64 + i64::from(high);
+                    inside &= i >= 0 && i < sizes[d] as i64;
+                    flat = flat * sizes[d] + i.clamp(0, sizes[d] as i64 - 1) as usize;
+                    (f[d], sign[d]) = if high {
+                        (cd[d] - low, 1.0)
+                    } else {
+                        (low + 1.0 - cd[d], -1.0)
+                    };
+                }
+                if !inside {
+                    continue;
+                }
+                // The channels' sum of x at the corner times the output's gradient.
+                let dot: f64 = (0..c)
+                    .map(|ch| xs[(b * c + ch) * spatial + flat] * rs[(b * c + ch) * points + pt])
+                    .sum();
+                for d in 0..dims {
+                    let others: f64 = (0..dims).filter(|&e| e != d).map(|e| f[e]).product();
+                    slope[d] += sign[d] * others * dot;
+                }
+            }
+            for d in 0..dims {
+                let s = sizes[d] as f64;
+                let unnorm = if align { (s - 1.0) / 2.0 } else { s / 2.0 };
+                out[at + dims - 1 - d] = slope[d] * pad_slope(raw[d], sizes[d], padding, align, p) * unnorm;
+            }
+        }
+    }
+    g
+}
