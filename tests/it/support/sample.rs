@@ -74,6 +74,14 @@ fn cubic_weights(t: f64) -> [f64; 4] {
     [far(t + 1.0), near(t), near(1.0 - t), far(2.0 - t)]
 }
 
+/// The slopes of [`cubic_weights`] in `t`.
+fn cubic_slopes(t: f64) -> [f64; 4] {
+    let a = -0.75;
+    let near = |x: f64| (3.0 * (a + 2.0) * x - 2.0 * (a + 3.0)) * x;
+    let far = |x: f64| (3.0 * a * x - 10.0 * a) * x + 8.0 * a;
+    [far(t + 1.0), near(t), -near(1.0 - t), -far(2.0 - t)]
+}
+
 /// What one output point reads: per spatial input position (row-major over the spatial
 /// axes), its weight; `None`: the output is NaN (a NaN coordinate under linear or cubic).
 pub fn taps(
@@ -234,9 +242,9 @@ fn pad_slope(x: f64, size: usize, padding: Padding, align: bool, p: Round) -> f6
     }
 }
 
-/// The grid's gradient of `loss = Σ grid_sample(x, grid) · r` for linear interpolation (2-D
-/// and 3-D; zero for nearest), PyTorch's autograd: each coordinate's slope of the corners'
-/// weights, summed over the channels, times the unnormalization's and padding's slopes.
+/// The grid's gradient of `loss = Σ grid_sample(x, grid) · r` (zero for nearest),
+/// PyTorch's autograd: each coordinate's slope of the corners' (taps') weights, summed over
+/// the channels, times the unnormalization's slope and (linear) the padding's.
 /// NaN points are NaN (PyTorch's own values there are not compared).
 pub fn grid_grad(
     x: &ArrayD<f64>,
@@ -254,7 +262,6 @@ pub fn grid_grad(
     if mode == Mode::Nearest {
         return g;
     }
-    assert_eq!(mode, Mode::Linear, "the cubic grid gradient has no reference yet");
     let (xs, gs, rs) = (
         x.as_standard_layout(),
         grid.as_standard_layout(),
@@ -278,6 +285,36 @@ pub fn grid_grad(
             let raw: Vec<f64> = (0..dims)
                 .map(|d| unnormalize(point[dims - 1 - d], sizes[d], align, p))
                 .collect();
+            let unnorm = |d: usize| {
+                let s = sizes[d] as f64;
+                if align { (s - 1.0) / 2.0 } else { s / 2.0 }
+            };
+            if mode == Mode::Cubic {
+                // The taps' weights and their slopes in each fraction; each tap padded on
+                // its own, so the padding adds no slope.
+                let (y0, x0) = (raw[0].floor(), raw[1].floor());
+                let (ty, tx) = (raw[0] - y0, raw[1] - x0);
+                let (wy, wx) = (cubic_weights(ty), cubic_weights(tx));
+                let (dy, dx) = (cubic_slopes(ty), cubic_slopes(tx));
+                let (mut gy, mut gx) = (0.0, 0.0);
+                for i in 0..4 {
+                    for j in 0..4 {
+                        let y = pad(y0 - 1.0 + i as f64, sizes[0], padding, align, p) as i64;
+                        let x = pad(x0 - 1.0 + j as f64, sizes[1], padding, align, p) as i64;
+                        if y < 0 || x < 0 || y >= sizes[0] as i64 || x >= sizes[1] as i64 {
+                            continue;
+                        }
+                        let flat = y as usize * sizes[1] + x as usize;
+                        let dot: f64 = (0..c)
+                            .map(|ch| xs[(b * c + ch) * spatial + flat] * rs[(b * c + ch) * points + pt])
+                            .sum();
+                        gy += dot * dy[i] * wx[j];
+                        gx += dot * wy[i] * dx[j];
+                    }
+                }
+                (out[at + 1], out[at]) = (gy * unnorm(0), gx * unnorm(1));
+                continue;
+            }
             let cd: Vec<f64> = (0..dims)
                 .map(|d| pad(raw[d], sizes[d], padding, align, p))
                 .collect();
@@ -311,9 +348,8 @@ pub fn grid_grad(
                 }
             }
             for d in 0..dims {
-                let s = sizes[d] as f64;
-                let unnorm = if align { (s - 1.0) / 2.0 } else { s / 2.0 };
-                out[at + dims - 1 - d] = slope[d] * pad_slope(raw[d], sizes[d], padding, align, p) * unnorm;
+                out[at + dims - 1 - d] =
+                    slope[d] * pad_slope(raw[d], sizes[d], padding, align, p) * unnorm(d);
             }
         }
     }
