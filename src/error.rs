@@ -571,6 +571,32 @@ pub enum GatherError {
         detail: String,
     },
 
+    /// An interpolating gather's argument of the wrong shape (`sample`, decision 70): which
+    /// one, its shape, and what it must be.
+    ///
+    /// ```
+    /// use ndarray::{Array4, Array5};
+    /// use ndarray_gather::sample::{GridSample, Interp, SampleExt};
+    ///
+    /// let x = Array4::<f32>::zeros((2, 3, 4, 4));
+    /// let e = x.grid_sample(&Array4::zeros((1, 5, 5, 2)), GridSample::new(Interp::Linear)).unwrap_err();
+    /// assert_eq!(
+    ///     e.to_string(),
+    ///     "grid_sample: grid of shape [1, 5, 5, 2], expected [2, Ho, Wo, 2] (x has shape [2, 3, 4, 4])"
+    /// );
+    /// ```
+    #[error("{op}: {what} of shape {found:?}, expected {expected}")]
+    SampleShape {
+        /// The method that was called.
+        op: &'static str,
+        /// Which argument: `"x"`, `"grid"`, `"out"`, `"g_y"`, `"g_x"`, `"boxes"`.
+        what: &'static str,
+        /// Its shape.
+        found: Vec<usize>,
+        /// The shape expected.
+        expected: String,
+    },
+
     /// A bug in this crate: an internal invariant did not hold. It is never expected (in
     /// debug builds it panics instead, so that tests catch it); please report it with its
     /// message.

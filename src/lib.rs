@@ -128,6 +128,7 @@ mod prepared;
 pub mod quant;
 mod rank;
 pub mod reduce;
+pub mod sample;
 mod segments;
 mod shape;
 #[cfg(feature = "mpi")]

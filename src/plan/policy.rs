@@ -287,3 +287,8 @@ pub(crate) const HEAD_GROUP_ENTRIES: usize = 32;
 
 /// The most bytes of a row that a walk of per-head weights asks for at once.
 pub(crate) const HEAD_ROW_MAX_BYTES: usize = 1024;
+
+/// The points of one job of an interpolating gather walked by planes (`sample`): its
+/// corners (12 bytes each, 4 to 16 per point) stay in the L1 cache while every channel
+/// reads them.
+pub(crate) const SAMPLE_BLOCK: usize = 512;

@@ -127,3 +127,11 @@ fn spans(bytes: usize, segments: usize, row_bytes: usize) -> Spans {
 pub(crate) fn ahead(row_bytes: usize) -> usize {
     (REDUCE_AHEAD_BYTES / row_bytes.max(1)).clamp(REDUCE_AHEAD, REDUCE_AHEAD_MAX)
 }
+
+/// Whether an interpolating gather walks channel planes (each channel's pixels, with the
+/// corners of a block of points reused across channels: NCHW) rather than rows (a pixel's
+/// channels through the gather-reduce walk: channels-last): the planes where a channel's
+/// elements lie farther apart than a pixel's.
+pub(crate) fn samples_by_planes(channel: isize, pixel: isize) -> bool {
+    channel.unsigned_abs() > pixel.unsigned_abs()
+}

@@ -172,6 +172,25 @@ impl GatherReducePlan {
         })
     }
 
+    /// A plan of `shape` along `axis` from segments already sorted (`csr`'s rows below
+    /// `shape[axis]`, checked by its maker), for the crate's own gathers that pool
+    /// (`sample`).
+    pub(crate) fn of_csr(shape: Vec<usize>, axis: usize, csr: Csr) -> Self {
+        GatherReducePlan {
+            positions: csr.len(),
+            shape,
+            axis,
+            skip: None,
+            csr,
+            turned: Turned::default(),
+        }
+    }
+
+    /// The plan's segments, for a walk of its own (`sample`'s planes).
+    pub(crate) fn csr(&self) -> &Csr {
+        &self.csr
+    }
+
     /// The input shape the plan was made for (its dimensions up to the axis bind; the
     /// rows after it are free), and, below, its segment and position counts:
     ///

@@ -5,8 +5,10 @@
 //! against the same reference and fixtures.
 
 use ndarray::{ArrayD, Dimension};
+use ndarray_gather::sample::{GridSample, Interp, Padding as SPadding, SampleElement, SampleExt, SamplePlan};
+use num_traits::Float;
 
-use crate::support::manifest::{cases, read};
+use crate::support::manifest::{Case, cases, read};
 use crate::support::sample::{Mode, Padding, grid_grad, grid_sample};
 
 /// A fixture file as `f64` (f32 files widened exactly).
@@ -77,4 +79,89 @@ fn the_reference_is_pytorchs_grid_sample() {
         close(&got, &want, tol).unwrap_or_else(|e| panic!("{}: the grid's gradient {e}", c.name));
     }
     assert!(nan_cases > 0, "no case has a NaN point");
+}
+
+/// Whether two arrays hold the same bits (NaN included).
+fn same_bits<A: Float>(a: &ArrayD<A>, b: &ArrayD<A>) -> bool {
+    let bits = |v: &A| v.to_f64().unwrap().to_bits();
+    a.shape() == b.shape() && a.iter().zip(b).all(|(x, y)| bits(x) == bits(y))
+}
+
+/// The crate's grid_sample, input gradient (a plan's `backward_into` on zeros) and grid
+/// gradient of one fixture case, widened to `f64`.
+fn crate_case<A: SampleElement + crate::support::npy::Npy>(c: &Case, opts: GridSample) -> [ArrayD<f64>; 3] {
+    let get = |k: &str| read::<A>(c.req(k)).unwrap_or_else(|| panic!("{}: {k}", c.name));
+    let (x, grid, r) = (get("x"), get("grid"), get("r"));
+    let y = x.grid_sample(&grid, opts).unwrap();
+    let plan = SamplePlan::grid(x.shape(), &grid, opts).unwrap();
+    assert!(
+        same_bits(&plan.apply(&x).unwrap(), &y),
+        "{}: the plan's apply",
+        c.name
+    );
+    let mut g_x = ArrayD::zeros(x.raw_dim());
+    plan.backward_into(&r, &mut g_x).unwrap();
+    let g_grid = x.grid_sample_backward_grid(&grid, &r, opts).unwrap();
+    let wide = |a: ArrayD<A>| a.mapv(|v| v.to_f64().unwrap());
+    [wide(y), wide(g_x), wide(g_grid)]
+}
+
+#[test]
+fn grid_sample_is_pytorchs() {
+    for c in &cases("SAMPLE_MANIFEST.txt") {
+        let interp = match c.req("mode") {
+            "bilinear" => Interp::Linear,
+            "nearest" => Interp::Nearest,
+            _ => Interp::Cubic,
+        };
+        let padding = match c.req("padding") {
+            "zeros" => SPadding::Zeros,
+            "border" => SPadding::Border,
+            _ => SPadding::Reflection,
+        };
+        let opts = GridSample::new(interp)
+            .padding(padding)
+            .align_corners(c.int("align_corners") == 1);
+        let f64s = c.req("dtype") == "f64";
+        let [y, g_x, g_grid] = if f64s {
+            crate_case::<f64>(c, opts)
+        } else {
+            crate_case::<f32>(c, opts)
+        };
+        let want = load(c.req("y"));
+        // Bilinear and nearest: PyTorch's wheel fuses the weighted sum into FMAs (found by
+        // replaying its arithmetic), the crate multiplies and adds: a few units of the
+        // terms' last place. Bicubic sums its taps in one pass, PyTorch by rows.
+        let eps = if f64s {
+            f64::EPSILON
+        } else {
+            f64::from(f32::EPSILON)
+        };
+        let tol = if interp == Interp::Cubic {
+            64.0 * eps
+        } else {
+            8.0 * eps
+        };
+        close(&y, &want, tol).unwrap_or_else(|e| panic!("{}: the output {e}", c.name));
+        if interp == Interp::Nearest {
+            // A nearest sample copies one value: the same bits.
+            assert!(
+                y.iter()
+                    .zip(&want)
+                    .all(|(g, w)| g.to_bits() == w.to_bits() || g.is_nan() && w.is_nan()),
+                "{}",
+                c.name
+            );
+        }
+        let tol = if f64s { 1e-12 } else { 2e-5 };
+        close(&g_x, &load(c.req("g_x")), tol)
+            .unwrap_or_else(|e| panic!("{}: the input's gradient {e}", c.name));
+        let mut want = load(c.req("g_grid"));
+        want.zip_mut_with(&g_grid, |w, g| {
+            if g.is_nan() {
+                *w = f64::NAN
+            }
+        });
+        close(&g_grid, &want, tol).unwrap_or_else(|e| panic!("{}: the grid's gradient {e}", c.name));
+    }
 }

@@ -18,6 +18,7 @@ mod attention;
 mod heads;
 mod ids;
 mod ops;
+mod planes;
 mod pool;
 mod quant;
 mod runs;
@@ -44,6 +45,7 @@ pub(crate) use self::runs::RowSource;
 pub(crate) use self::ops::better;
 #[cfg(feature = "mpi")]
 pub(crate) use self::ops::{Prod, RowOp, Sum};
+pub(crate) use self::planes::{planes_backward, planes_forward};
 #[cfg(feature = "mpi")]
 pub(crate) use self::pool::{End, divide_row};
 pub(crate) use self::sort::Csr;

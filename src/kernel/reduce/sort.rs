@@ -119,6 +119,19 @@ impl Csr {
         Some(csr)
     }
 
+    /// Segments already built in position order: segment `s`'s rows are
+    /// `rows[offsets[s]..offsets[s + 1]]`, each entry its own position. `None` if `offsets`
+    /// are not a valid partition of `rows`, or the positions do not fit `u32`.
+    pub fn of_runs(offsets: Vec<usize>, rows: &[u32]) -> Option<Csr> {
+        let ok = offsets.first() == Some(&0)
+            && offsets.last() == Some(&rows.len())
+            && offsets.windows(2).all(|w| w[0] <= w[1])
+            && rows.iter().all(|&r| r != SKIPPED)
+            && Self::fits(0, rows.len());
+        let entries = rows.iter().zip(0..).map(|(&r, p)| [r, p]).collect();
+        ok.then_some(Csr { offsets, entries })
+    }
+
     /// The number of segments.
     pub fn count(&self) -> usize {
         self.offsets.len() - 1

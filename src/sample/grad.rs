@@ -1,0 +1,104 @@
+//! The grid's gradient of `grid_sample` (decision 72): per point, the slope of each
+//! corner's weight along each axis, times the corner's value and the output's gradient,
+//! summed over the channels.
+
+use std::sync::Mutex;
+
+use ndarray::{Array, ArrayRef, ArrayViewMut2, Axis, Dimension, IxDyn};
+
+use super::plan::{check_shapes, planes_or_copy};
+use super::taps::Reader;
+use super::{GridSample, Interp, SampleElement};
+use crate::error::{GatherError, internal};
+use crate::kernel::BadIndex;
+use crate::kernel::schedule::run_jobs;
+use crate::plan::policy::SAMPLE_BLOCK;
+
+pub(super) fn grid_grad<A: SampleElement, D: Dimension>(
+    op: &'static str,
+    x: &ArrayRef<A, D>,
+    grid: &ArrayRef<A, D>,
+    g_y: &ArrayRef<A, D>,
+    opts: GridSample,
+) -> Result<Array<A, D>, GatherError> {
+    let out = check_shapes(op, x.shape(), grid.shape(), opts)?;
+    let (batch, c) = (x.shape()[0], x.shape()[1]);
+    let mut want = vec![batch, c];
+    want.extend_from_slice(&out);
+    if g_y.shape() != want.as_slice() {
+        return Err(GatherError::SampleShape {
+            op,
+            what: "g_y",
+            found: g_y.shape().to_vec(),
+            expected: format!("{want:?}, the output's shape"),
+        });
+    }
+    let dims = x.ndim() - 2;
+    let points: usize = out.iter().product();
+    let mut g = Array::zeros(IxDyn(grid.shape()));
+    if opts.interp() != Interp::Nearest && points > 0 && batch > 0 {
+        let sizes = &x.shape()[2..];
+        let reader = Reader { sizes, opts };
+        let (x, g_y, grid) = (x.view().into_dyn(), g_y.view().into_dyn(), grid.view().into_dyn());
+        let mut flat = g
+            .view_mut()
+            .into_shape_with_order((batch * points, dims))
+            .map_err(|_| internal(op, "a fresh gradient's shape"))?;
+        let mut jobs = Vec::new();
+        for (n, item) in flat.axis_chunks_iter_mut(Axis(0), points).enumerate() {
+            let xp = planes_or_copy(op, x.index_axis(Axis(0), n))?;
+            let gp = planes_or_copy(op, g_y.index_axis(Axis(0), n))?;
+            let pts = grid.index_axis(Axis(0), n);
+            let pts = pts
+                .to_shape((points, dims))
+                .map_err(|_| internal(op, "the grid's points"))?
+                .into_owned();
+            let shared = std::sync::Arc::new((xp, gp, pts));
+            let (mut rest, mut first): (ArrayViewMut2<'_, A>, usize) = (item, 0);
+            while !rest.is_empty() {
+                let k = SAMPLE_BLOCK.min(rest.nrows());
+                let (block, tail) = rest.split_at(Axis(0), k);
+                jobs.push(Mutex::new((shared.clone(), first, block)));
+                (rest, first) = (tail, first + SAMPLE_BLOCK);
+            }
+        }
+        let outcome = run_jobs(jobs.len(), false, |j| {
+            let mut job = jobs[j].lock().map_err(|_| BadIndex)?;
+            let (ref shared, first, ref mut block) = *job;
+            let (xp, gp, pts) = (&shared.0, &shared.1, &shared.2);
+            for (i, mut row) in block.outer_iter_mut().enumerate() {
+                let p = first + i;
+                let point = pts.row(p);
+                let point = point.as_slice().ok_or(BadIndex)?;
+                let mut acc = [A::zero(); 3];
+                let mut taps: Vec<(usize, [A; 3])> = Vec::with_capacity(16);
+                let Some(scale) = reader.slopes(point, |at, s| taps.push((at, s))) else {
+                    row.fill(A::nan());
+                    continue;
+                };
+                for ch in 0..c {
+                    let gv = gp[[ch, p]];
+                    let mut sum = [A::zero(); 3];
+                    for &(at, s) in &taps {
+                        let v = xp[[ch, at]];
+                        for d in 0..dims {
+                            sum[d] += s[d] * v;
+                        }
+                    }
+                    for d in 0..dims {
+                        acc[d] += sum[d] * gv;
+                    }
+                }
+                for d in 0..dims {
+                    row[dims - 1 - d] = acc[d] * scale[d];
+                }
+            }
+            Ok(())
+        });
+        if outcome.failed() {
+            return Err(internal(op, "a block of the grid's gradient failed"));
+        }
+    }
+    g.into_dimensionality()
+        .map_err(|_| internal(op, "the gradient's rank"))
+}

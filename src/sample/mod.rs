@@ -1,0 +1,229 @@
+//! Interpolating gathers (decisions 70-73): ONNX `GridSample` and PyTorch's
+//! `F.grid_sample`, with their plan and both gradients.
+//!
+//! A bilinear sample is a gather of 4 neighbours pooled with weights (8 in 3-D, 16 for
+//! bicubic): a [`SamplePlan`] is, per batch item, a [`GatherReducePlan`](crate::GatherReducePlan)
+//! of the corners each output point reads, and their weights. Its forward is the weighted
+//! sum, its input gradient that plan's adjoint (each input element's contributions in
+//! output order: no atomics, the same bits on any thread count).
+//!
+//! ```
+//! use ndarray::{Array4, array};
+//! use ndarray_gather::sample::{GridSample, Interp, Padding, SampleExt, SamplePlan};
+//!
+//! // x [N, C, H, W] = [1, 1, 2, 2]; one output point half way between all four pixels.
+//! let x = array![[[[1.0_f32, 2.0], [3.0, 4.0]]]];
+//! let grid = Array4::<f32>::zeros((1, 1, 1, 2));
+//! let opts = GridSample::new(Interp::Linear).padding(Padding::Border).align_corners(true);
+//! assert_eq!(x.grid_sample(&grid, opts)?, array![[[[2.5_f32]]]]);
+//!
+//! // The same through a plan, and the input's gradient of `sum(y)`.
+//! let plan = SamplePlan::grid(x.dim(), &grid, opts)?;
+//! assert_eq!(plan.apply(&x)?, array![[[[2.5_f32]]]]);
+//! let mut g_x = Array4::zeros(x.dim());
+//! plan.backward_into(&Array4::ones((1, 1, 1, 1)), &mut g_x)?;
+//! assert_eq!(g_x, array![[[[0.25_f32, 0.25], [0.25, 0.25]]]]);
+//! # Ok::<(), ndarray_gather::GatherError>(())
+//! ```
+
+use std::fmt::Debug;
+
+use ndarray::{Array, ArrayRef, Dimension};
+use num_traits::Float;
+
+use crate::error::GatherError;
+use crate::pool::PoolElement;
+
+mod grad;
+mod plan;
+mod taps;
+
+pub use plan::SamplePlan;
+
+/// How a point between pixels reads them (ONNX `mode`, PyTorch's `mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Interp {
+    /// Bilinear (trilinear in 3-D): ONNX `linear` (opset 20) / `bilinear` (16).
+    Linear,
+    /// The nearest pixel, halves rounded to even (`nearbyint`, as ONNX Runtime and PyTorch).
+    Nearest,
+    /// Bicubic convolution with A = -0.75 (2-D only): ONNX `cubic` / `bicubic`.
+    Cubic,
+}
+
+/// What a point outside the input reads (ONNX `padding_mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Padding {
+    /// Zeros outside the input.
+    Zeros,
+    /// The border pixel (coordinates clipped into the input).
+    Border,
+    /// Coordinates reflected at the borders until they fall inside.
+    Reflection,
+}
+
+/// The options of [`grid_sample`](SampleExt::grid_sample) and [`SamplePlan::grid`]:
+/// PyTorch's `mode`, `padding_mode` and `align_corners` (default `Zeros`, `false`).
+///
+/// ```
+/// use ndarray_gather::sample::{GridSample, Interp, Padding};
+///
+/// let opts = GridSample::new(Interp::Cubic).padding(Padding::Reflection).align_corners(true);
+/// assert_eq!((opts.interp(), opts.padding_mode(), opts.corners_aligned()), (Interp::Cubic, Padding::Reflection, true));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[doc(alias = "grid_sample")]
+pub struct GridSample {
+    interp: Interp,
+    padding: Padding,
+    align_corners: bool,
+}
+
+impl GridSample {
+    /// Sampling by `interp`, zeros outside, corners not aligned (PyTorch's defaults).
+    pub fn new(interp: Interp) -> Self {
+        GridSample {
+            interp,
+            padding: Padding::Zeros,
+            align_corners: false,
+        }
+    }
+
+    /// What a point outside reads.
+    pub fn padding(self, padding: Padding) -> Self {
+        GridSample { padding, ..self }
+    }
+
+    /// `true`: -1 and 1 are the centres of the corner pixels, `((c + 1) / 2) * (size - 1)`;
+    /// `false`: their outer edges, `((c + 1) * size - 1) / 2`.
+    pub fn align_corners(self, align_corners: bool) -> Self {
+        GridSample {
+            align_corners,
+            ..self
+        }
+    }
+
+    /// The interpolation.
+    pub fn interp(&self) -> Interp {
+        self.interp
+    }
+
+    /// The padding.
+    pub fn padding_mode(&self) -> Padding {
+        self.padding
+    }
+
+    /// Whether corners are aligned.
+    pub fn corners_aligned(&self) -> bool {
+        self.align_corners
+    }
+}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// The element types an interpolating gather takes: `f32` and `f64` (sealed).
+pub trait SampleElement: PoolElement + Float + Debug + private::Sealed {
+    /// The nearest integer, halves to even (C's `nearbyint`).
+    #[doc(hidden)]
+    fn nearbyint(self) -> Self;
+}
+impl SampleElement for f32 {
+    fn nearbyint(self) -> Self {
+        self.round_ties_even()
+    }
+}
+impl SampleElement for f64 {
+    fn nearbyint(self) -> Self {
+        self.round_ties_even()
+    }
+}
+
+/// The interpolating gathers on ndarray arrays: `x [N, C, H, W]` with a grid `[N, Ho, Wo, 2]`,
+/// or `x [N, C, D, H, W]` with a grid `[N, Do, Ho, Wo, 3]`; any layout (a channels-last
+/// view too: the channel stride is just a stride).
+///
+/// Results (decision 71): each output element sums its corners' `weight · value` from `0`,
+/// in PyTorch's corner order (the last axis fastest), with PyTorch's weights: `(1 - fx)(1 -
+/// fy)` and so on from `fx = x - floor(x)` in 2-D (its vectorized kernel), `(x₁ - x)(y₁ -
+/// y)(z₁ - z)` in 3-D (its scalar kernel). Bilinear and nearest agree with PyTorch's CPU
+/// kernels to the bit where they read the same corners (a corner outside adds nothing here,
+/// a `0 · w` there: only a zero's sign can differ); bicubic sums its 16 taps in one pass
+/// with weights `wy · wx`, where PyTorch sums rows first, so it agrees to rounding.
+///
+/// A NaN coordinate (any padding) gives NaN in 2-D linear and cubic, as PyTorch's 2-D
+/// kernel does with zeros padding, and 0 for nearest and in 3-D (PyTorch 2.15's CPU kernel
+/// crashes on a NaN with border or reflection padding, so there is no answer to copy).
+pub trait SampleExt<A: SampleElement, D: Dimension> {
+    /// `F.grid_sample(x, grid, mode, padding_mode, align_corners)`, ONNX `GridSample`: for
+    /// each grid point, `x` read at `(x, y[, z])` in `[-1, 1]` (x indexes the last axis).
+    /// The output is `[N, C, Ho, Wo]` (`[N, C, Do, Ho, Wo]`), in standard layout.
+    ///
+    /// It is [`SamplePlan::grid`] then [`apply`](SamplePlan::apply): a plan pays for itself
+    /// from the second input on the same grid.
+    ///
+    /// ```
+    /// use ndarray::{Array4, array};
+    /// use ndarray_gather::sample::{GridSample, Interp, SampleExt};
+    ///
+    /// let x = array![[[[0.0_f64, 10.0, 20.0]]]]; // [1, 1, 1, 3]
+    /// // x = -1, 0 and 1 with corners aligned: the first, middle and last pixel.
+    /// let grid = array![[[[-1.0, 0.0], [0.0, 0.0], [1.0, 0.0]]]];
+    /// let opts = GridSample::new(Interp::Nearest).align_corners(true);
+    /// assert_eq!(x.grid_sample(&grid, opts)?, array![[[[0.0, 10.0, 20.0]]]]);
+    /// # Ok::<(), ndarray_gather::GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`SampleShape`](GatherError::SampleShape) for an `x` not of rank 4 or 5 or with an
+    /// empty spatial axis, a grid whose batch, rank or last axis disagrees with `x`, or
+    /// `Cubic` in 3-D; [`SizeOverflow`](GatherError::SizeOverflow) for an input of more
+    /// than `u32::MAX` pixels per channel.
+    #[doc(alias = "GridSample", alias = "grid_sampler")]
+    fn grid_sample(&self, grid: &ArrayRef<A, D>, opts: GridSample) -> Result<Array<A, D>, GatherError>;
+
+    /// The gradient of `Σ grid_sample(x, grid) · g_y` with respect to the grid, as
+    /// PyTorch's autograd gives it (zero for `Nearest`; a clipped coordinate has no slope;
+    /// NaN at a NaN point): `[N, Ho, Wo, 2]` (`[.., 3]`), in standard layout.
+    ///
+    /// ```
+    /// use ndarray::{Array4, array};
+    /// use ndarray_gather::sample::{GridSample, Interp, SampleExt};
+    ///
+    /// // A ramp along x: 0, 1, 2; its slope in pixels is 1, in grid units (W - 1) / 2 = 1.
+    /// let x = array![[[[0.0_f64, 1.0, 2.0]]]];
+    /// let grid = array![[[[0.25, 0.0]]]];
+    /// let g = x.grid_sample_backward_grid(&grid, &Array4::ones((1, 1, 1, 1)), GridSample::new(Interp::Linear).align_corners(true))?;
+    /// assert_eq!(g, array![[[[1.0, 0.0]]]]);
+    /// # Ok::<(), ndarray_gather::GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`grid_sample`](Self::grid_sample)'s, and `SampleShape` for a `g_y` not shaped
+    /// as its output.
+    fn grid_sample_backward_grid(
+        &self,
+        grid: &ArrayRef<A, D>,
+        g_y: &ArrayRef<A, D>,
+        opts: GridSample,
+    ) -> Result<Array<A, D>, GatherError>;
+}
+
+impl<A: SampleElement, D: Dimension> SampleExt<A, D> for ArrayRef<A, D> {
+    fn grid_sample(&self, grid: &ArrayRef<A, D>, opts: GridSample) -> Result<Array<A, D>, GatherError> {
+        const OP: &str = "grid_sample";
+        SamplePlan::build(OP, self.shape(), grid, opts)?.run_fresh(OP, self)
+    }
+
+    fn grid_sample_backward_grid(
+        &self,
+        grid: &ArrayRef<A, D>,
+        g_y: &ArrayRef<A, D>,
+        opts: GridSample,
+    ) -> Result<Array<A, D>, GatherError> {
+        grad::grid_grad("grid_sample_backward_grid", self, grid, g_y, opts)
+    }
+}

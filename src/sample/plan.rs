@@ -1,0 +1,504 @@
+//! [`SamplePlan`]: a grid's corners and weights computed once, as one
+//! [`GatherReducePlan`] per batch item, applied to many inputs.
+
+use std::sync::Mutex;
+
+use ndarray::{
+    Array, Array1, ArrayBase, ArrayRef, ArrayView2, ArrayViewMut2, Axis, Dimension, IxDyn, RawData,
+};
+
+use super::taps::Reader;
+use super::{GridSample, Interp, SampleElement};
+use crate::error::{GatherError, internal};
+use crate::kernel::reduce::{Csr, planes_backward, planes_forward};
+use crate::kernel::schedule::run_jobs;
+use crate::plan::policy::SAMPLE_BLOCK;
+use crate::plan::reduce::samples_by_planes;
+use crate::pool::Pooling;
+use crate::prepared::GatherReducePlan;
+use crate::shape::ShapeArg;
+
+/// A prepared [`grid_sample`](super::SampleExt::grid_sample): for each batch item, the
+/// pixels every output point reads and their weights, computed once from a fixed grid
+/// (a spatial transformer at inference, a fixed warp, a deformable layer's offsets between
+/// steps), then applied to any input of the same batch and spatial sizes, any channel count
+/// and any layout. Applying gives the same bits as `grid_sample`; its backward adds each
+/// output's gradient into the pixels it read, with the same weights.
+///
+/// Each item's corners are a [`GatherReducePlan`] over the input's pixels (a channels-last
+/// input's rows are its pixels' channels, walked by the gather-reduce's own walk); an
+/// input whose channels lie farther apart than its pixels (NCHW) is walked a channel plane
+/// at a time over the same plan. 12 bytes per corner and 8 per output point.
+///
+/// ```
+/// use ndarray::{Array4, array};
+/// use ndarray_gather::sample::{GridSample, Interp, SampleExt, SamplePlan};
+///
+/// let grid = array![[[[-0.5_f32, 0.0], [0.5, 0.0]]]]; // [1, 1, 2, 2]: two points
+/// let plan = SamplePlan::grid((1, 3, 2, 2), &grid, GridSample::new(Interp::Linear))?;
+/// for c in [1, 3, 8] {
+///     let x = Array4::from_shape_fn((1, c, 2, 2), |(_, k, i, j)| (k * 4 + i * 2 + j) as f32);
+///     assert_eq!(plan.apply(&x)?, x.grid_sample(&grid, GridSample::new(Interp::Linear))?);
+/// }
+/// # Ok::<(), ndarray_gather::GatherError>(())
+/// ```
+#[derive(Debug, Clone)]
+pub struct SamplePlan<A> {
+    /// The input's batch and spatial sizes (`[N, H, W]` or `[N, D, H, W]`).
+    input: Vec<usize>,
+    /// The output's spatial sizes.
+    out: Vec<usize>,
+    items: Vec<Item<A>>,
+}
+
+#[derive(Debug, Clone)]
+struct Item<A> {
+    plan: GatherReducePlan,
+    weights: Array1<A>,
+    /// The points whose output is NaN (they read nothing, and have no gradient).
+    nan: Vec<usize>,
+}
+
+/// Whether an array whose channel axis is `channel` is walked by planes, else by rows (a
+/// pixel's channels).
+fn by_planes<S: RawData>(a: &ArrayBase<S, IxDyn>, channel: usize) -> bool {
+    let s = a.strides();
+    samples_by_planes(s[channel], s[s.len() - 1])
+}
+
+/// `a` with its axes `from..` merged into one, if their strides allow (row-major).
+fn merged<S: RawData>(mut a: ArrayBase<S, IxDyn>, from: usize) -> Option<ArrayBase<S, IxDyn>> {
+    let last = a.ndim() - 1;
+    for d in (from..last).rev() {
+        if !a.merge_axes(Axis(d), Axis(last)) {
+            return None;
+        }
+    }
+    for _ in from..last {
+        a = a.index_axis_move(Axis(from), 0);
+    }
+    Some(a)
+}
+
+/// One item `[C, spatial..]` as `[C, pixels]` planes, if its strides allow.
+fn planes<S: RawData>(a: ArrayBase<S, IxDyn>) -> Option<ArrayBase<S, ndarray::Ix2>> {
+    merged(a, 1)?.into_dimensionality().ok()
+}
+
+/// One item `[C, spatial..]` as `[pixels, C]` rows, if its strides allow.
+fn rows<S: RawData>(a: ArrayBase<S, IxDyn>) -> Option<ArrayBase<S, ndarray::Ix2>> {
+    let n = a.ndim();
+    let mut order: Vec<usize> = (1..n).collect();
+    order.push(0);
+    merged(a.permuted_axes(order), 0)?.into_dimensionality().ok()
+}
+
+fn shape_err(op: &'static str, what: &'static str, found: &[usize], expected: String) -> GatherError {
+    GatherError::SampleShape {
+        op,
+        what,
+        found: found.to_vec(),
+        expected,
+    }
+}
+
+/// `[N, C, sizes..]` spelled out, `C` free.
+fn spell(batch: usize, c: Option<usize>, sizes: &[usize]) -> String {
+    let mut s = format!("[{batch}, {}", c.map_or("C".to_string(), |c| c.to_string()));
+    for v in sizes {
+        s += &format!(", {v}");
+    }
+    s + "]"
+}
+
+/// Checks an input shape `x` and a grid shape `g` for `opts`; the output's spatial sizes.
+pub(super) fn check_shapes(
+    op: &'static str,
+    x: &[usize],
+    g: &[usize],
+    opts: GridSample,
+) -> Result<Vec<usize>, GatherError> {
+    if x.len() != 4 && x.len() != 5 {
+        return Err(shape_err(op, "x", x, "[N, C, H, W] or [N, C, D, H, W]".into()));
+    }
+    let (batch, dims, sizes) = (x[0], x.len() - 2, &x[2..]);
+    if sizes.contains(&0) {
+        return Err(shape_err(op, "x", x, "non-empty spatial axes".into()));
+    }
+    if opts.interp() == Interp::Cubic && dims == 3 {
+        return Err(shape_err(op, "x", x, "[N, C, H, W]: cubic is 2-D".into()));
+    }
+    if g.len() != x.len() || g[0] != batch || g[g.len() - 1] != dims {
+        let out = if dims == 2 { "Ho, Wo" } else { "Do, Ho, Wo" };
+        let expected = format!("[{batch}, {out}, {dims}] (x has shape {x:?})");
+        return Err(shape_err(op, "grid", g, expected));
+    }
+    if !Csr::fits(sizes.iter().product(), 0) {
+        return Err(GatherError::SizeOverflow {
+            op,
+            shape: x.to_vec(),
+        });
+    }
+    Ok(g[1..g.len() - 1].to_vec())
+}
+
+/// One item `[C, spatial..]` as `[C, pixels]` planes, copied into standard layout if its
+/// axes do not merge.
+pub(super) fn planes_or_copy<'a, A: Clone>(
+    op: &'static str,
+    a: ndarray::ArrayViewD<'a, A>,
+) -> Result<ndarray::CowArray<'a, A, ndarray::Ix2>, GatherError> {
+    if let Some(v) = planes(a.clone()) {
+        return Ok(v.into());
+    }
+    let c = a.shape()[0];
+    let rest = a.shape()[1..].iter().product::<usize>();
+    let owned = a.as_standard_layout().into_owned();
+    let flat = owned.into_shape_with_order((c, rest));
+    flat.map(Into::into)
+        .map_err(|_| internal(op, "planes of a standard array"))
+}
+
+impl<A: SampleElement> SamplePlan<A> {
+    /// The plan of `grid_sample(x, grid, opts)` for inputs of `x_shape` (`x.dim()`: its
+    /// batch and spatial sizes bind the plan; any channel count applies).
+    ///
+    /// ```
+    /// use ndarray::Array4;
+    /// use ndarray_gather::sample::{GridSample, Interp, SamplePlan};
+    ///
+    /// let plan = SamplePlan::grid([2, 8, 16, 16], &Array4::<f64>::zeros((2, 4, 5, 2)), GridSample::new(Interp::Nearest))?;
+    /// assert_eq!(plan.output_shape(8), vec![2, 8, 4, 5]);
+    /// # Ok::<(), ndarray_gather::GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`grid_sample`](super::SampleExt::grid_sample)'s.
+    pub fn grid<M, D: Dimension>(
+        x_shape: impl ShapeArg<M>,
+        grid: &ArrayRef<A, D>,
+        opts: GridSample,
+    ) -> Result<Self, GatherError> {
+        let x = x_shape.into_dim();
+        Self::build("SamplePlan::grid", x.slice(), grid, opts)
+    }
+
+    pub(super) fn build<D: Dimension>(
+        op: &'static str,
+        x: &[usize],
+        grid: &ArrayRef<A, D>,
+        opts: GridSample,
+    ) -> Result<Self, GatherError> {
+        let out = check_shapes(op, x, grid.shape(), opts)?;
+        let (batch, dims, sizes, g) = (x[0], x.len() - 2, &x[2..], grid.shape());
+        let pixels: usize = sizes.iter().product();
+        let reader = Reader { sizes, opts };
+        let slots: Vec<Mutex<Option<Item<A>>>> = (0..batch).map(|_| Mutex::new(None)).collect();
+        let item = |n: usize| -> Option<Item<A>> {
+            let points = grid.view().into_dyn().index_axis_move(Axis(0), n);
+            let mut offsets = Vec::with_capacity(out.iter().product::<usize>() + 1);
+            let (mut rows, mut weights) = (Vec::new(), Vec::new());
+            offsets.push(0);
+            let (mut point, mut nan) = ([A::zero(); 3], Vec::new());
+            for (p, lane) in points.lanes(Axis(dims)).into_iter().enumerate() {
+                for (p, &v) in point.iter_mut().zip(lane) {
+                    *p = v;
+                }
+                let is_nan = reader.taps(&point[..dims], |r, w| {
+                    rows.push(r as u32);
+                    weights.push(w);
+                });
+                if is_nan {
+                    nan.push(p);
+                }
+                offsets.push(rows.len());
+            }
+            let csr = Csr::of_runs(offsets, &rows)?;
+            Some(Item {
+                plan: GatherReducePlan::of_csr(vec![pixels, 1], 0, csr),
+                weights: Array1::from(weights),
+                nan,
+            })
+        };
+        let outcome = run_jobs(batch, false, |n| {
+            let built = item(n);
+            let mut slot = slots[n].lock().map_err(|_| crate::kernel::BadIndex)?;
+            *slot = built;
+            Ok(())
+        });
+        if outcome.failed() {
+            return Err(internal(op, "a plan item's job failed"));
+        }
+        let mut items = Vec::with_capacity(batch);
+        for slot in slots {
+            let item = slot.into_inner().ok().flatten();
+            items.push(item.ok_or_else(|| GatherError::SizeOverflow {
+                op,
+                shape: g.to_vec(),
+            })?);
+        }
+        let mut input = vec![batch];
+        input.extend_from_slice(sizes);
+        Ok(SamplePlan { input, out, items })
+    }
+
+    /// The output's shape for `channels` channels: `[N, C, Ho, Wo]` (`[N, C, Do, Ho, Wo]`).
+    pub fn output_shape(&self, channels: usize) -> Vec<usize> {
+        let mut s = vec![self.input[0], channels];
+        s.extend_from_slice(&self.out);
+        s
+    }
+
+    /// The input's shape for `channels` channels.
+    pub fn input_shape(&self, channels: usize) -> Vec<usize> {
+        let mut s = vec![self.input[0], channels];
+        s.extend_from_slice(&self.input[1..]);
+        s
+    }
+
+    /// The corners the plan reads in all (a point outside reads fewer).
+    pub fn corners(&self) -> usize {
+        self.items.iter().map(|i| i.weights.len()).sum()
+    }
+
+    /// Checks `a` (named `what`) against the input (`input`) or output shape, with `c`
+    /// channels (`None`: its own).
+    fn check(
+        &self,
+        op: &'static str,
+        what: &'static str,
+        a: &[usize],
+        input: bool,
+        c: Option<usize>,
+    ) -> Result<usize, GatherError> {
+        let ch = c.or(a.get(1).copied()).unwrap_or(0);
+        let want = if input {
+            self.input_shape(ch)
+        } else {
+            self.output_shape(ch)
+        };
+        if a != want.as_slice() {
+            let sizes = if input { &self.input[1..] } else { &self.out[..] };
+            return Err(shape_err(op, what, a, spell(self.input[0], c, sizes)));
+        }
+        Ok(ch)
+    }
+
+    /// `grid_sample` of `x` in a fresh array, in `x`'s layout (channels-last for a
+    /// channels-last `x`, as PyTorch does).
+    ///
+    /// # Errors
+    /// [`SampleShape`](GatherError::SampleShape) if `x`'s batch or spatial sizes are not the
+    /// plan's.
+    pub fn apply<D: Dimension>(&self, x: &ArrayRef<A, D>) -> Result<Array<A, D>, GatherError> {
+        self.run_fresh("SamplePlan::apply", x)
+    }
+
+    pub(super) fn run_fresh<D: Dimension>(
+        &self,
+        op: &'static str,
+        x: &ArrayRef<A, D>,
+    ) -> Result<Array<A, D>, GatherError> {
+        let c = self.check(op, "x", x.shape(), true, None)?;
+        let shape = self.output_shape(c);
+        let xd = x.view().into_dyn();
+        let mut y = if shape.len() == xd.ndim() && !by_planes(&xd, 1) {
+            // Channels last: `[N, spatial.., C]` seen as `[N, C, spatial..]`.
+            let mut last: Vec<usize> = shape.clone();
+            last.remove(1);
+            last.push(c);
+            let mut order: Vec<usize> = (0..shape.len()).collect();
+            order.remove(1);
+            order.insert(1, shape.len() - 1);
+            Array::zeros(IxDyn(&last)).permuted_axes(IxDyn(&order))
+        } else {
+            Array::zeros(IxDyn(&shape))
+        };
+        self.forward(op, xd, y.view_mut())?;
+        y.into_dimensionality()
+            .map_err(|_| internal(op, "the output's rank"))
+    }
+
+    /// [`apply`](Self::apply) into `y`, which must have the output's shape (any layout).
+    ///
+    /// ```
+    /// use ndarray::{Array4, array};
+    /// use ndarray_gather::sample::{GridSample, Interp, SamplePlan};
+    ///
+    /// let plan = SamplePlan::grid((1, 1, 1, 2), &array![[[[0.0_f32, 0.0]]]], GridSample::new(Interp::Linear))?;
+    /// let mut y = Array4::zeros((1, 1, 1, 1));
+    /// plan.apply_into(&array![[[[2.0_f32, 4.0]]]], &mut y)?;
+    /// assert_eq!(y[[0, 0, 0, 0]], 3.0);
+    /// # Ok::<(), ndarray_gather::GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As `apply`, and `SampleShape` for a `y` not of the output's shape. On `Err`, `y` is
+    /// unchanged.
+    pub fn apply_into<D: Dimension>(
+        &self,
+        x: &ArrayRef<A, D>,
+        y: &mut ArrayRef<A, D>,
+    ) -> Result<(), GatherError> {
+        const OP: &str = "SamplePlan::apply_into";
+        let c = self.check(OP, "x", x.shape(), true, None)?;
+        self.check(OP, "y", y.shape(), false, Some(c))?;
+        self.forward(OP, x.view().into_dyn(), y.view_mut().into_dyn())
+    }
+
+    /// The forward of checked arrays.
+    fn forward(
+        &self,
+        op: &'static str,
+        x: ndarray::ArrayViewD<'_, A>,
+        mut y: ndarray::ArrayViewMutD<'_, A>,
+    ) -> Result<(), GatherError> {
+        if x.is_empty() || y.is_empty() {
+            return Ok(());
+        }
+        for (n, item) in self.items.iter().enumerate() {
+            let (xn, mut yn) = (x.index_axis(Axis(0), n), y.index_axis_mut(Axis(0), n));
+            if !by_planes(&xn, 0)
+                && let (Some(xr), Some(mut yr)) = (rows(xn.clone()), rows(yn.view_mut()))
+            {
+                item.plan
+                    .apply_into(&xr, Pooling::Sum.weighted(&item.weights), &mut yr)?;
+            } else {
+                self.planes_item(op, n, xn, yn.view_mut())?;
+            }
+            for &p in &item.nan {
+                // The point's spatial index, row-major over the output's sizes.
+                let mut at = vec![0; self.out.len() + 1];
+                let mut rest = p;
+                for (d, &len) in self.out.iter().enumerate().rev() {
+                    (at[d + 1], rest) = (rest % len, rest / len);
+                }
+                for c in 0..yn.shape()[0] {
+                    at[0] = c;
+                    if let Some(v) = yn.get_mut(at.as_slice()) {
+                        *v = A::nan();
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One item by planes: `[C, pixels]` of `x` (copied if its axes do not merge) into
+    /// `[C, points]` of `y`, in blocks of points on every thread.
+    fn planes_item(
+        &self,
+        op: &'static str,
+        n: usize,
+        xn: ndarray::ArrayViewD<'_, A>,
+        mut yn: ndarray::ArrayViewMutD<'_, A>,
+    ) -> Result<(), GatherError> {
+        let xp = planes_or_copy(op, xn)?;
+        let xp: ArrayView2<'_, A> = xp.view();
+        let item = &self.items[n];
+        let weights = item.weights.as_slice().ok_or_else(|| internal(op, "weights"))?;
+        let run = |mut yp: ArrayViewMut2<'_, A>| -> Result<(), GatherError> {
+            let blocks: Vec<Mutex<(usize, ArrayViewMut2<'_, A>)>> = yp
+                .axis_chunks_iter_mut(Axis(1), SAMPLE_BLOCK)
+                .enumerate()
+                .map(|(b, v)| Mutex::new((b * SAMPLE_BLOCK, v)))
+                .collect();
+            let outcome = run_jobs(blocks.len(), false, |b| {
+                let mut block = blocks[b].lock().map_err(|_| crate::kernel::BadIndex)?;
+                let (first, ref mut out) = *block;
+                planes_forward(item.plan.csr(), weights, xp, out.view_mut(), first);
+                Ok(())
+            });
+            if outcome.failed() {
+                return Err(internal(op, "a block's job failed"));
+            }
+            Ok(())
+        };
+        match planes(yn.view_mut()) {
+            Some(yp) => run(yp),
+            None => {
+                let mut fresh = Array::zeros(yn.raw_dim());
+                run(planes(fresh.view_mut()).ok_or_else(|| internal(op, "planes of a fresh array"))?)?;
+                yn.assign(&fresh);
+                Ok(())
+            }
+        }
+    }
+
+    /// Adds the input's gradient of `Σ y · g_y` into `g_x` (decision 72): each output's
+    /// gradient times each corner's weight, added into the corner in output order (no
+    /// atomics: the same bits on any thread count). On a zeroed `g_x`, PyTorch's input
+    /// gradient to rounding (its vectorized 2-D kernel adds a block of points' corners one
+    /// corner at a time).
+    ///
+    /// ```
+    /// use ndarray::{Array4, array};
+    /// use ndarray_gather::sample::{GridSample, Interp, SamplePlan};
+    ///
+    /// let plan = SamplePlan::grid((1, 1, 1, 2), &array![[[[0.0_f32, 0.0]]]], GridSample::new(Interp::Linear))?;
+    /// let mut g_x = Array4::zeros((1, 1, 1, 2));
+    /// plan.backward_into(&array![[[[4.0_f32]]]], &mut g_x)?;
+    /// assert_eq!(g_x, array![[[[2.0, 2.0]]]]);
+    /// # Ok::<(), ndarray_gather::GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// `SampleShape` for a `g_y` not of the output's shape or a `g_x` not of the input's
+    /// with `g_y`'s channels. On `Err`, `g_x` is unchanged.
+    #[doc(alias = "grid_sampler_2d_backward")]
+    pub fn backward_into<D: Dimension>(
+        &self,
+        g_y: &ArrayRef<A, D>,
+        g_x: &mut ArrayRef<A, D>,
+    ) -> Result<(), GatherError> {
+        const OP: &str = "SamplePlan::backward_into";
+        let c = self.check(OP, "g_y", g_y.shape(), false, None)?;
+        self.check(OP, "g_x", g_x.shape(), true, Some(c))?;
+        let (gy, mut gx) = (g_y.view().into_dyn(), g_x.view_mut().into_dyn());
+        if gy.is_empty() || gx.is_empty() {
+            return Ok(());
+        }
+        for (n, item) in self.items.iter().enumerate() {
+            let gyn = gy.index_axis(Axis(0), n);
+            let mut gxn = gx.index_axis_mut(Axis(0), n);
+            let standard;
+            let gyn = if planes(gyn.clone()).is_some() {
+                gyn
+            } else {
+                standard = gyn.as_standard_layout().into_owned();
+                standard.view()
+            };
+            let pool = Pooling::Sum.weighted(&item.weights);
+            if !by_planes(&gxn, 0)
+                && let (Some(gr), Some(mut xr)) = (rows(gyn.clone()), rows(gxn.view_mut()))
+            {
+                item.plan.backward_into(&gr, pool, &mut xr)?;
+                continue;
+            }
+            let gp = planes(gyn).ok_or_else(|| internal(OP, "planes of g_y"))?;
+            let weights = item.weights.as_slice().ok_or_else(|| internal(OP, "weights"))?;
+            let mut fresh = None;
+            let mut xp = match planes(gxn.view_mut()) {
+                Some(v) => v,
+                None => {
+                    planes(fresh.insert(gxn.to_owned()).view_mut()).ok_or_else(|| internal(OP, "planes"))?
+                }
+            };
+            let chans: Vec<Mutex<ndarray::ArrayViewMut1<'_, A>>> =
+                xp.outer_iter_mut().map(Mutex::new).collect();
+            let outcome = run_jobs(chans.len(), false, |c| {
+                let mut plane = chans[c].lock().map_err(|_| crate::kernel::BadIndex)?;
+                planes_backward(item.plan.csr(), weights, gp.row(c), plane.view_mut());
+                Ok(())
+            });
+            if outcome.failed() {
+                return Err(internal(OP, "a plane's job failed"));
+            }
+            drop(chans);
+            if let Some(f) = fresh {
+                gxn.assign(&f);
+            }
+        }
+        Ok(())
+    }
+}
