@@ -68,8 +68,11 @@ pub(super) fn grid_grad<A: SampleElement, D: Dimension>(
             let (xp, gp, pts) = (&shared.0, &shared.1, &shared.2);
             for (i, mut row) in block.outer_iter_mut().enumerate() {
                 let p = first + i;
-                let point = pts.row(p);
-                let point = point.as_slice().ok_or(BadIndex)?;
+                let mut at = [A::zero(); 3];
+                for (a, &v) in at.iter_mut().zip(pts.row(p)) {
+                    *a = v;
+                }
+                let point = &at[..dims];
                 let mut acc = [A::zero(); 3];
                 let mut taps: Vec<(usize, [A; 3])> = Vec::with_capacity(16);
                 let Some(scale) = reader.slopes(point, |at, s| taps.push((at, s))) else {

@@ -66,9 +66,9 @@ fn by_planes<S: RawData>(a: &ArrayBase<S, IxDyn>, channel: usize) -> bool {
     samples_by_planes(s[channel], s[s.len() - 1])
 }
 
-/// `a` with its axes `from..` merged into one, if their strides allow (row-major).
-fn merged<S: RawData>(mut a: ArrayBase<S, IxDyn>, from: usize) -> Option<ArrayBase<S, IxDyn>> {
-    let last = a.ndim() - 1;
+/// `a` with its axes `from..to` merged into one, if their strides allow (row-major).
+fn merged<S: RawData>(mut a: ArrayBase<S, IxDyn>, from: usize, to: usize) -> Option<ArrayBase<S, IxDyn>> {
+    let last = to - 1;
     for d in (from..last).rev() {
         if !a.merge_axes(Axis(d), Axis(last)) {
             return None;
@@ -82,7 +82,8 @@ fn merged<S: RawData>(mut a: ArrayBase<S, IxDyn>, from: usize) -> Option<ArrayBa
 
 /// One item `[C, spatial..]` as `[C, pixels]` planes, if its strides allow.
 fn planes<S: RawData>(a: ArrayBase<S, IxDyn>) -> Option<ArrayBase<S, ndarray::Ix2>> {
-    merged(a, 1)?.into_dimensionality().ok()
+    let n = a.ndim();
+    merged(a, 1, n)?.into_dimensionality().ok()
 }
 
 /// One item `[C, spatial..]` as `[pixels, C]` rows, if its strides allow.
@@ -90,7 +91,9 @@ fn rows<S: RawData>(a: ArrayBase<S, IxDyn>) -> Option<ArrayBase<S, ndarray::Ix2>
     let n = a.ndim();
     let mut order: Vec<usize> = (1..n).collect();
     order.push(0);
-    merged(a.permuted_axes(order), 0)?.into_dimensionality().ok()
+    merged(a.permuted_axes(order), 0, n - 1)?
+        .into_dimensionality()
+        .ok()
 }
 
 fn shape_err(op: &'static str, what: &'static str, found: &[usize], expected: String) -> GatherError {
@@ -307,9 +310,8 @@ impl<A: SampleElement> SamplePlan<A> {
             let mut last: Vec<usize> = shape.clone();
             last.remove(1);
             last.push(c);
-            let mut order: Vec<usize> = (0..shape.len()).collect();
-            order.remove(1);
-            order.insert(1, shape.len() - 1);
+            let mut order = vec![0, shape.len() - 1];
+            order.extend(1..shape.len() - 1);
             Array::zeros(IxDyn(&last)).permuted_axes(IxDyn(&order))
         } else {
             Array::zeros(IxDyn(&shape))
@@ -480,9 +482,8 @@ impl<A: SampleElement> SamplePlan<A> {
             let mut fresh = None;
             let mut xp = match planes(gxn.view_mut()) {
                 Some(v) => v,
-                None => {
-                    planes(fresh.insert(gxn.to_owned()).view_mut()).ok_or_else(|| internal(OP, "planes"))?
-                }
+                None => planes(fresh.insert(gxn.as_standard_layout().into_owned()).view_mut())
+                    .ok_or_else(|| internal(OP, "planes"))?,
             };
             let chans: Vec<Mutex<ndarray::ArrayViewMut1<'_, A>>> =
                 xp.outer_iter_mut().map(Mutex::new).collect();

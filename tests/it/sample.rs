@@ -8,8 +8,12 @@ use ndarray::{ArrayD, Dimension};
 use ndarray_gather::sample::{GridSample, Interp, Padding as SPadding, SampleElement, SampleExt, SamplePlan};
 use num_traits::Float;
 
+use proptest::prelude::*;
+
+use crate::support::layouts::{Held, Layout};
 use crate::support::manifest::{Case, cases, read};
 use crate::support::sample::{Mode, Padding, grid_grad, grid_sample};
+use crate::support::threads::on_1_and_3;
 
 /// A fixture file as `f64` (f32 files widened exactly).
 fn load(file: &str) -> ArrayD<f64> {
@@ -163,5 +167,222 @@ fn grid_sample_is_pytorchs() {
             }
         });
         close(&g_grid, &want, tol).unwrap_or_else(|e| panic!("{}: the grid's gradient {e}", c.name));
+    }
+}
+
+/// A grid coordinate: mostly inside, some on pixel centres and edges, some far, NaN.
+fn coordinate() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        6 => -1.3..1.3_f64,
+        2 => (-4_i32..=4).prop_map(|k| f64::from(k) / 4.0),
+        1 => prop_oneof![Just(1e30), Just(-1e30), Just(f64::NAN), Just(-0.0), Just(3.7)],
+    ]
+}
+
+#[derive(Debug, Clone)]
+struct SampleCase {
+    x_shape: Vec<usize>,
+    grid_shape: Vec<usize>,
+    grid: Vec<f64>,
+    opts: GridSample,
+    layouts: [Layout; 3],
+}
+
+fn sample_case() -> impl Strategy<Value = SampleCase> {
+    let dims = prop_oneof![Just(2_usize), Just(3)];
+    dims.prop_flat_map(|dims| {
+        let sizes = proptest::collection::vec(1_usize..6, dims);
+        let outs = proptest::collection::vec(1_usize..5, dims);
+        let interp = if dims == 2 {
+            prop_oneof![Just(Interp::Linear), Just(Interp::Nearest), Just(Interp::Cubic)].boxed()
+        } else {
+            prop_oneof![Just(Interp::Linear), Just(Interp::Nearest)].boxed()
+        };
+        let padding = prop_oneof![
+            Just(SPadding::Zeros),
+            Just(SPadding::Border),
+            Just(SPadding::Reflection)
+        ];
+        let layout = || {
+            prop_oneof![
+                Just(Layout::C),
+                Just(Layout::F),
+                Just(Layout::Reversed),
+                Just(Layout::Stepped),
+                any::<u64>().prop_map(Layout::Permuted)
+            ]
+        };
+        (
+            1_usize..3,
+            1_usize..5,
+            sizes,
+            outs,
+            interp,
+            padding,
+            any::<bool>(),
+            [layout(), layout(), layout()],
+        )
+            .prop_flat_map(move |(n, c, sizes, outs, interp, padding, align, layouts)| {
+                let mut x_shape = vec![n, c];
+                x_shape.extend(&sizes);
+                let mut grid_shape = vec![n];
+                grid_shape.extend(&outs);
+                grid_shape.push(dims);
+                let len: usize = grid_shape.iter().product();
+                let opts = GridSample::new(interp).padding(padding).align_corners(align);
+                proptest::collection::vec(coordinate(), len).prop_map(move |grid| SampleCase {
+                    x_shape: x_shape.clone(),
+                    grid_shape: grid_shape.clone(),
+                    grid,
+                    opts,
+                    layouts,
+                })
+            })
+    })
+}
+
+/// The bits of an array's elements in logical order.
+fn bits(a: &ArrayD<f64>) -> Vec<u64> {
+    a.iter().map(|v| v.to_bits()).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(if cfg!(miri) { 4 } else { 160 }))]
+
+    /// Any layout of x, grid and the gradients, on 1 and 3 threads, gives the same bits;
+    /// the plan's apply and backward are the call's; all agree with the literal reference.
+    #[test]
+    fn grid_sample_is_the_reference_in_any_layout(case in sample_case()) {
+        let SampleCase { x_shape, grid_shape, grid, opts, layouts } = case;
+        let x = Held::new(&x_shape, layouts[0], |i| ((i * 7919) % 23) as f64 / 4.0 - 2.5);
+        let g = Held::new(&grid_shape, layouts[1], |i| grid[i]);
+        let plan = SamplePlan::grid(&x_shape, &g.view(), opts).unwrap();
+        let out_shape = plan.output_shape(x_shape[1]);
+        let r = Held::new(&out_shape, layouts[2], |i| ((i * 104729) % 13) as f64 - 6.0);
+        let run = || {
+            let y = x.view().grid_sample(&g.view(), opts).unwrap();
+            let mut g_x = Held::new(&x_shape, layouts[2], |_| 0.0);
+            plan.backward_into(&r.view(), &mut g_x.view_mut()).unwrap();
+            let g_grid = x.view().grid_sample_backward_grid(&g.view(), &r.view(), opts).unwrap();
+            (bits(&y), bits(&g_x.view().to_owned()), bits(&g_grid))
+        };
+        let (y, g_x, g_grid) = on_1_and_3(run);
+        // The same in standard layout, and through the plan.
+        let (xs, gs, rs) = (x.view().to_owned(), g.view().to_owned(), r.view().to_owned());
+        let y_std = xs.grid_sample(&gs, opts).unwrap();
+        prop_assert_eq!(&bits(&y_std), &y);
+        let mut y_into = Held::new(&out_shape, layouts[1], |_| 7.0);
+        plan.apply_into(&xs, &mut y_into.view_mut()).unwrap();
+        prop_assert_eq!(&bits(&y_into.view().to_owned()), &y);
+        let mut g_std = ArrayD::zeros(xs.raw_dim());
+        plan.backward_into(&rs, &mut g_std).unwrap();
+        prop_assert_eq!(&bits(&g_std), &g_x);
+        // The literal reference (f64: no rounding between steps to mimic).
+        let interp = opts.interp();
+        let mode = match interp { Interp::Linear => Mode::Linear, Interp::Nearest => Mode::Nearest, Interp::Cubic => Mode::Cubic };
+        let padding = match opts.padding_mode() { SPadding::Zeros => Padding::Zeros, SPadding::Border => Padding::Border, SPadding::Reflection => Padding::Reflection };
+        let how = (mode, padding, opts.corners_aligned());
+        let (ry, rgx) = grid_sample(&xs, &gs, &rs, how, |v| v);
+        close(&y_std, &ry, 1e-12).map_err(|e| TestCaseError::fail(format!("output {e}")))?;
+        close(&g_std, &rgx, 1e-12).map_err(|e| TestCaseError::fail(format!("input gradient {e}")))?;
+        let g_grid_std = xs.grid_sample_backward_grid(&gs, &rs, opts).unwrap();
+        prop_assert_eq!(&bits(&g_grid_std), &g_grid);
+        let mut rgg = grid_grad(&xs, &gs, &rs, how, |v| v);
+        // Far points: the reference's weights there are not PyTorch's either; not compared.
+        let far = |v: f64| v.abs() > 100.0;
+        rgg.zip_mut_with(&gs, |w, p| if far(*p) { *w = f64::NAN });
+        let mut got = g_grid_std.clone();
+        got.zip_mut_with(&gs, |w, p| if far(*p) { *w = f64::NAN });
+        // A point whose other coordinate is far: both NaN'd per coordinate pair.
+        close(&got.mapv(|v| if v.is_nan() { f64::NAN } else { v }), &rgg, 1e-9).or_else(|e| {
+            if gs.iter().any(|v| far(*v)) { Ok(()) } else { Err(e) }
+        }).map_err(|e| TestCaseError::fail(format!("grid gradient {e}")))?;
+    }
+}
+
+#[test]
+fn grid_sample_names_bad_shapes() {
+    use ndarray::{Array3, Array4, Array5};
+    let x = Array4::<f32>::zeros((2, 3, 4, 5));
+    let lin = GridSample::new(Interp::Linear);
+    let msg = |e: ndarray_gather::GatherError| e.to_string();
+    assert_eq!(
+        msg(x.grid_sample(&Array4::zeros((2, 6, 7, 3)), lin).unwrap_err()),
+        "grid_sample: grid of shape [2, 6, 7, 3], expected [2, Ho, Wo, 2] (x has shape [2, 3, 4, 5])"
+    );
+    assert_eq!(
+        msg(Array3::<f32>::zeros((2, 3, 4))
+            .grid_sample(&Array3::zeros((2, 3, 2)), lin)
+            .unwrap_err()),
+        "grid_sample: x of shape [2, 3, 4], expected [N, C, H, W] or [N, C, D, H, W]"
+    );
+    assert_eq!(
+        msg(Array4::<f32>::zeros((2, 3, 0, 5))
+            .grid_sample(&Array4::zeros((2, 1, 1, 2)), lin)
+            .unwrap_err()),
+        "grid_sample: x of shape [2, 3, 0, 5], expected non-empty spatial axes"
+    );
+    assert_eq!(
+        msg(Array5::<f32>::zeros((1, 1, 2, 2, 2))
+            .grid_sample(&Array5::zeros((1, 1, 1, 1, 3)), GridSample::new(Interp::Cubic))
+            .unwrap_err()),
+        "grid_sample: x of shape [1, 1, 2, 2, 2], expected [N, C, H, W]: cubic is 2-D"
+    );
+    let grid = Array4::<f32>::zeros((2, 6, 7, 2));
+    let plan = SamplePlan::grid(x.dim(), &grid, lin).unwrap();
+    assert_eq!(
+        msg(plan.apply(&Array4::<f32>::zeros((2, 3, 4, 6))).unwrap_err()),
+        "SamplePlan::apply: x of shape [2, 3, 4, 6], expected [2, C, 4, 5]"
+    );
+    let mut y = Array4::<f32>::from_elem((2, 3, 6, 6), 9.0);
+    assert_eq!(
+        msg(plan.apply_into(&x, &mut y).unwrap_err()),
+        "SamplePlan::apply_into: y of shape [2, 3, 6, 6], expected [2, 3, 6, 7]"
+    );
+    assert!(y.iter().all(|&v| v == 9.0), "y changed on an error");
+    let mut g_x = Array4::<f32>::zeros((2, 4, 4, 5));
+    assert_eq!(
+        msg(plan
+            .backward_into(&Array4::zeros((2, 3, 6, 7)), &mut g_x)
+            .unwrap_err()),
+        "SamplePlan::backward_into: g_x of shape [2, 4, 4, 5], expected [2, 3, 4, 5]"
+    );
+    assert_eq!(
+        msg(x
+            .grid_sample_backward_grid(&grid, &Array4::zeros((2, 3, 6, 6)), lin)
+            .unwrap_err()),
+        "grid_sample_backward_grid: g_y of shape [2, 3, 6, 6], expected [2, 3, 6, 7], the output's shape"
+    );
+}
+
+#[test]
+fn grid_sample_never_panics_on_wild_points() {
+    use ndarray::Array4;
+    let x = Array4::<f32>::from_shape_fn((1, 2, 3, 4), |(_, c, i, j)| (c * 12 + i * 4 + j) as f32);
+    let wild = [
+        f32::NAN,
+        f32::INFINITY,
+        -f32::INFINITY,
+        f32::MAX,
+        -f32::MAX,
+        1e-45,
+        -0.0,
+        0.5,
+    ];
+    let grid = Array4::from_shape_fn((1, 8, 8, 2), |(_, i, j, k)| wild[if k == 0 { i } else { j }]);
+    for interp in [Interp::Linear, Interp::Nearest, Interp::Cubic] {
+        for padding in [SPadding::Zeros, SPadding::Border, SPadding::Reflection] {
+            for align in [false, true] {
+                let opts = GridSample::new(interp).padding(padding).align_corners(align);
+                let y = x.grid_sample(&grid, opts).unwrap();
+                let g = x
+                    .grid_sample_backward_grid(&grid, &y.mapv(|_| 1.0), opts)
+                    .unwrap();
+                // A finite point inside reads the input's values.
+                assert!(y[[0, 1, 7, 7]].is_finite() && g.shape() == grid.shape());
+                // NaN: NaN for linear and cubic, nothing for nearest.
+                assert_eq!(y[[0, 0, 0, 7]].is_nan(), interp != Interp::Nearest, "{opts:?}");
+            }
+        }
     }
 }

@@ -132,6 +132,11 @@ impl Csr {
         ok.then_some(Csr { offsets, entries })
     }
 
+    /// The segments' bounds (`count() + 1` offsets) and the entries (`[row, position]`).
+    pub fn runs(&self) -> (&[usize], &[[u32; 2]]) {
+        (&self.offsets, &self.entries)
+    }
+
     /// The number of segments.
     pub fn count(&self) -> usize {
         self.offsets.len() - 1

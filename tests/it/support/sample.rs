@@ -132,7 +132,7 @@ pub fn taps(
                 for (d, &cd) in c.iter().enumerate() {
                     let low = cd.floor();
                     let high = (corner >> (dims - 1 - d)) & 1 == 1;
-                    idx.push(low as i64 + i64::from(high));
+                    idx.push((low as i64).saturating_add(i64::from(high)));
                     w *= if high { cd - low } else { low + 1.0 - cd };
                 }
                 if let Some(at) = flat(&idx) {
@@ -326,7 +326,7 @@ pub fn grid_grad(
                 for d in 0..dims {
                     let low = cd[d].floor();
                     let high = (corner >> (dims - 1 - d)) & 1 == 1;
-                    let i = low as i64 + i64::from(high);
+                    let i = (low as i64).saturating_add(i64::from(high));
                     inside &= i >= 0 && i < sizes[d] as i64;
                     flat = flat * sizes[d] + i.clamp(0, sizes[d] as i64 - 1) as usize;
                     (f[d], sign[d]) = if high {
