@@ -12,7 +12,7 @@ use super::{GridSample, Interp, SampleElement};
 use crate::error::{GatherError, internal};
 use crate::kernel::reduce::{Csr, planes_backward, planes_forward};
 use crate::kernel::schedule::run_jobs;
-use crate::plan::policy::SAMPLE_BLOCK;
+use crate::plan::policy::SAMPLE_CHANNELS;
 use crate::plan::reduce::samples_by_planes;
 use crate::pool::Pooling;
 use crate::prepared::GatherReducePlan;
@@ -216,7 +216,7 @@ impl<A: SampleElement> SamplePlan<A> {
                 }
                 offsets.push(rows.len());
             }
-            let csr = Csr::of_runs(offsets, &rows)?;
+            let csr = Csr::of_runs(offsets, &rows, pixels)?;
             Some(Item {
                 plan: GatherReducePlan::of_csr(vec![pixels, 1], 0, csr),
                 weights: Array1::from(weights),
@@ -401,14 +401,22 @@ impl<A: SampleElement> SamplePlan<A> {
         let weights = item.weights.as_slice().ok_or_else(|| internal(op, "weights"))?;
         let run = |mut yp: ArrayViewMut2<'_, A>| -> Result<(), GatherError> {
             let blocks: Vec<Mutex<(usize, ArrayViewMut2<'_, A>)>> = yp
-                .axis_chunks_iter_mut(Axis(1), SAMPLE_BLOCK)
+                .axis_chunks_iter_mut(Axis(0), SAMPLE_CHANNELS)
                 .enumerate()
-                .map(|(b, v)| Mutex::new((b * SAMPLE_BLOCK, v)))
+                .map(|(b, v)| Mutex::new((b * SAMPLE_CHANNELS, v)))
                 .collect();
             let outcome = run_jobs(blocks.len(), false, |b| {
                 let mut block = blocks[b].lock().map_err(|_| crate::kernel::BadIndex)?;
                 let (first, ref mut out) = *block;
-                planes_forward(item.plan.csr(), weights, xp, out.view_mut(), first);
+                let xs = xp.slice(ndarray::s![first..first + out.nrows(), ..]);
+                planes_forward(
+                    item.plan.csr(),
+                    item.plan.shape()[0],
+                    weights,
+                    xs,
+                    out.view_mut(),
+                    0,
+                );
                 Ok(())
             });
             if outcome.failed() {

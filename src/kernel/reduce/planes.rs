@@ -37,11 +37,11 @@ where
 }
 
 /// `out[c, j] = Σ w[k]·x[c, row_k]` over segment `first + j`'s entries, for every channel
-/// `c` (a plan made by `Csr::of_runs`: entry `k` is position `k`, its weight `w[k]`).
-/// Every row lies below `x`'s columns: `Csr::of_runs`' maker checked its rows against the
-/// pixels, and the caller `x`'s shape against them; `w` is as long as the entries.
+/// `c` (a plan made by `Csr::of_runs(.., rows_below)`: entry `k` is position `k`, its
+/// weight `w[k]`, its row below `rows_below`, which `x`'s columns must reach).
 pub(crate) fn planes_forward<A>(
     csr: &Csr,
+    rows_below: usize,
     w: &[A],
     x: ArrayView2<'_, A>,
     mut out: ArrayViewMut2<'_, A>,
@@ -51,10 +51,7 @@ pub(crate) fn planes_forward<A>(
 {
     let (offsets, entries) = csr.runs();
     let segs = first..first + out.ncols();
-    if offsets.len() <= segs.end
-        || w.len() < entries.len()
-        || entries.iter().any(|e| e[0] as usize >= x.ncols())
-    {
+    if offsets.len() <= segs.end || w.len() < entries.len() || x.ncols() < rows_below {
         debug_assert!(false, "planes_forward: a plan that does not fit its input");
         return;
     }
@@ -64,8 +61,9 @@ pub(crate) fn planes_forward<A>(
             Some(xs) => {
                 for (o, s) in oc.iter_mut().zip(segs.clone()) {
                     let r = bounds(s);
-                    // SAFETY: every entry's row is below `x.ncols()` = `xs.len()` (checked
-                    // above, once per block).
+                    // SAFETY: every entry's row is below `rows_below` (`Csr::of_runs`
+                    // checked them), which is at most `x.ncols()` = `xs.len()` (checked
+                    // above).
                     *o = dot(&entries[r.clone()], &w[r], |row| unsafe {
                         *xs.get_unchecked(row)
                     });

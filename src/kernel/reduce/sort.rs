@@ -121,13 +121,14 @@ impl Csr {
 
     /// Segments already built in position order: segment `s`'s rows are
     /// `rows[offsets[s]..offsets[s + 1]]`, each entry its own position. `None` if `offsets`
-    /// are not a valid partition of `rows`, or the positions do not fit `u32`.
-    pub fn of_runs(offsets: Vec<usize>, rows: &[u32]) -> Option<Csr> {
+    /// are not a valid partition of `rows`, a row is not below `axis_len`, or the positions
+    /// do not fit `u32`.
+    pub fn of_runs(offsets: Vec<usize>, rows: &[u32], axis_len: usize) -> Option<Csr> {
         let ok = offsets.first() == Some(&0)
             && offsets.last() == Some(&rows.len())
             && offsets.windows(2).all(|w| w[0] <= w[1])
-            && rows.iter().all(|&r| r != SKIPPED)
-            && Self::fits(0, rows.len());
+            && rows.iter().all(|&r| (r as usize) < axis_len)
+            && Self::fits(axis_len, rows.len());
         let entries = rows.iter().zip(0..).map(|(&r, p)| [r, p]).collect();
         ok.then_some(Csr { offsets, entries })
     }
