@@ -575,7 +575,7 @@ pub enum GatherError {
     /// one, its shape, and what it must be.
     ///
     /// ```
-    /// use ndarray::{Array4, Array5};
+    /// use ndarray::Array4;
     /// use ndarray_gather::sample::{GridSample, Interp, SampleExt};
     ///
     /// let x = Array4::<f32>::zeros((2, 3, 4, 4));

@@ -166,7 +166,7 @@ pub trait SampleExt<A: SampleElement, D: Dimension> {
     /// from the second input on the same grid.
     ///
     /// ```
-    /// use ndarray::{Array4, array};
+    /// use ndarray::array;
     /// use ndarray_gather::sample::{GridSample, Interp, SampleExt};
     ///
     /// let x = array![[[[0.0_f64, 10.0, 20.0]]]]; // [1, 1, 1, 3]
