@@ -28,17 +28,21 @@
 
 use std::fmt::Debug;
 
-use ndarray::{Array, ArrayRef, Dimension};
+use ndarray::{Array, ArrayRef, Dimension, Ix2};
 use num_traits::Float;
 
 use crate::error::GatherError;
+use crate::index::GatherIndex;
+use crate::indices::IndexArray;
 use crate::pool::PoolElement;
 
 mod grad;
 mod plan;
+mod roi;
 mod taps;
 
 pub use plan::SamplePlan;
+pub use roi::RoiAlign;
 
 /// How a point between pixels reads them (ONNX `mode`, PyTorch's `mode`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -210,6 +214,45 @@ pub trait SampleExt<A: SampleElement, D: Dimension> {
         g_y: &ArrayRef<A, D>,
         opts: GridSample,
     ) -> Result<Array<A, D>, GatherError>;
+
+    /// torchvision's `roi_align(x, boxes, output_size, spatial_scale, sampling_ratio,
+    /// aligned)` and ONNX `RoiAlign` (decision 73): for `x [N, C, H, W]` and `K` boxes
+    /// `[K, 4]` of `(x1, y1, x2, y2)` with their batch items `batch_idx` (`K` ids, ONNX's
+    /// `batch_indices`; torchvision's `[K, 5]` rois are `batch_idx = rois[:, 0]` and
+    /// `boxes = rois[:, 1..]`), each box's `output_size` bins pooled from their sampling
+    /// points' bilinear values: `[K, C, ph, pw]`, standard layout.
+    ///
+    /// Each bin is torchvision's arithmetic in its order (the box scaled in `f64`, each
+    /// point's 4 corners summed, the points summed, divided by their count), so the
+    /// results are torchvision's bits; ONNX Runtime's within its float rounding (it scales
+    /// in `f32`). A NaN box reads nothing.
+    ///
+    /// ```
+    /// use ndarray::{Array4, array};
+    /// use ndarray_gather::sample::{RoiAlign, SampleExt};
+    ///
+    /// let x = Array4::from_shape_fn((2, 1, 3, 3), |(n, _, i, j)| (100 * n + 3 * i + j) as f64);
+    /// // A box on item 1: two bins of one point each.
+    /// let opts = RoiAlign::new(1.0).sampling_ratio(1).aligned(true);
+    /// let r = x.roi_align(&array![[0.5, 0.5, 2.5, 1.5]], &[1_i64], (1, 2), opts)?;
+    /// assert_eq!(r, array![[[[100.5, 101.5]]]]);
+    /// # Ok::<(), ndarray_gather::GatherError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`SampleShape`](GatherError::SampleShape) for an `x` not `[N, C, H, W]` with a
+    /// non-empty image, boxes not `[K, 4]` or `batch_idx` not `K` long;
+    /// [`IndexOutOfBounds`](GatherError::IndexOutOfBounds) naming a batch index outside
+    /// `0..N`; [`SizeOverflow`](GatherError::SizeOverflow) for sampling points that do
+    /// not fit in memory (a huge box with adaptive sampling).
+    #[doc(alias = "RoiAlign")]
+    fn roi_align<I: GatherIndex, E: Dimension>(
+        &self,
+        boxes: &ArrayRef<A, Ix2>,
+        batch_idx: impl IndexArray<I, E>,
+        output_size: (usize, usize),
+        opts: RoiAlign,
+    ) -> Result<Array<A, D>, GatherError>;
 }
 
 impl<A: SampleElement, D: Dimension> SampleExt<A, D> for ArrayRef<A, D> {
@@ -225,5 +268,15 @@ impl<A: SampleElement, D: Dimension> SampleExt<A, D> for ArrayRef<A, D> {
         opts: GridSample,
     ) -> Result<Array<A, D>, GatherError> {
         grad::grid_grad("grid_sample_backward_grid", self, grid, g_y, opts)
+    }
+
+    fn roi_align<I: GatherIndex, E: Dimension>(
+        &self,
+        boxes: &ArrayRef<A, Ix2>,
+        batch_idx: impl IndexArray<I, E>,
+        output_size: (usize, usize),
+        opts: RoiAlign,
+    ) -> Result<Array<A, D>, GatherError> {
+        opts.forward("roi_align", self, boxes, batch_idx, output_size)
     }
 }

@@ -81,7 +81,7 @@ fn merged<S: RawData>(mut a: ArrayBase<S, IxDyn>, from: usize, to: usize) -> Opt
 }
 
 /// One item `[C, spatial..]` as `[C, pixels]` planes, if its strides allow.
-fn planes<S: RawData>(a: ArrayBase<S, IxDyn>) -> Option<ArrayBase<S, ndarray::Ix2>> {
+pub(super) fn planes<S: RawData>(a: ArrayBase<S, IxDyn>) -> Option<ArrayBase<S, ndarray::Ix2>> {
     let n = a.ndim();
     merged(a, 1, n)?.into_dimensionality().ok()
 }

@@ -25,8 +25,7 @@ mod plans;
 mod props;
 // Files: not under Miri (its isolation has no file system) but its error cases.
 mod quant;
-// Fixture files: not under Miri.
-#[cfg(not(miri))]
+// Fixture files not under Miri, the property tests too.
 mod sample;
 mod spec;
 mod support;

@@ -8,7 +8,7 @@
 use std::ops::{Add, Mul};
 
 use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2};
-use num_traits::Zero;
+use num_traits::{Float, Zero};
 
 use super::Csr;
 
@@ -92,6 +92,89 @@ where
         for (e, &wk) in entries[r.clone()].iter().zip(&w[r]) {
             let row = e[0] as usize;
             g_x[row] = g_x[row] + wk * g;
+        }
+    }
+}
+
+/// A RoIAlign point outside the input (its corners' pixel).
+pub(crate) const OUTSIDE: u32 = u32::MAX;
+
+/// How a RoIAlign bin folds its points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RoiFold {
+    /// torchvision's: `Σ (w₁v₁ + w₂v₂ + w₃v₃ + w₄v₄)` over the points, over the count.
+    Mean,
+    /// ONNX Runtime's max: the largest `wᵢvᵢ` (`a < b ? b : a`, C++'s `std::max`), a point
+    /// outside giving 0.
+    Max,
+}
+
+/// C++'s `std::max(a, b)`: `b` only if `a < b` (a NaN `a` stays, a NaN `b` is passed over).
+#[inline(always)]
+fn keep<A: PartialOrd>(a: A, b: A) -> A {
+    if a < b { b } else { a }
+}
+
+/// One channel plane of one box: `out[s]` folds bin `s`'s points (`per_bin` of them, bin
+/// after bin: their 4 corners' pixels in `rows` (`OUTSIDE` for none) and weights).
+pub(crate) fn roi_forward<A: Float>(
+    rows: &[[u32; 4]],
+    weights: &[[A; 4]],
+    per_bin: usize,
+    count: A,
+    fold: RoiFold,
+    x: ArrayView1<'_, A>,
+    mut out: ArrayViewMut1<'_, A>,
+) {
+    let v = |p: u32| x.get(p as usize).copied().unwrap_or_else(A::zero);
+    for (s, o) in out.iter_mut().enumerate() {
+        let r = (s * per_bin).min(rows.len())..((s + 1) * per_bin).min(rows.len());
+        let points = rows[r.clone()].iter().zip(&weights[r]);
+        *o = match fold {
+            RoiFold::Mean => {
+                let mut acc = A::zero();
+                for (p, w) in points.filter(|(p, _)| p[0] != OUTSIDE) {
+                    acc = acc + (w[0] * v(p[0]) + w[1] * v(p[1]) + w[2] * v(p[2]) + w[3] * v(p[3]));
+                }
+                acc / count
+            }
+            RoiFold::Max => {
+                let mut acc = None;
+                for (p, w) in points {
+                    let m = if p[0] == OUTSIDE {
+                        A::zero()
+                    } else {
+                        keep(
+                            keep(keep(w[0] * v(p[0]), w[1] * v(p[1])), w[2] * v(p[2])),
+                            w[3] * v(p[3]),
+                        )
+                    };
+                    acc = Some(acc.map_or(m, |a| keep(a, m)));
+                }
+                acc.unwrap_or_else(A::zero)
+            }
+        };
+    }
+}
+
+/// The adjoint of [`roi_forward`]'s mean on one channel plane of one box: for each bin in
+/// order, each point, its 4 corners `g_x[p] += g · w / count` (torchvision's order).
+pub(crate) fn roi_backward<A: Float>(
+    rows: &[[u32; 4]],
+    weights: &[[A; 4]],
+    per_bin: usize,
+    count: A,
+    g: ArrayView1<'_, A>,
+    mut g_x: ArrayViewMut1<'_, A>,
+) {
+    for (s, &gs) in g.iter().enumerate() {
+        let r = (s * per_bin).min(rows.len())..((s + 1) * per_bin).min(rows.len());
+        for (p, w) in rows[r.clone()].iter().zip(&weights[r]) {
+            for (&p, &w) in p.iter().zip(w) {
+                if let Some(e) = g_x.get_mut(p as usize) {
+                    *e = *e + gs * w / count;
+                }
+            }
         }
     }
 }

@@ -15,8 +15,7 @@ pub mod plans;
 // Only the gather-reduce binary (tests/reduce.rs) uses it.
 #[allow(dead_code)]
 pub mod pooling;
-// The interpolating gathers' reference (issue 76): read with the fixtures, not under Miri.
-#[cfg(not(miri))]
+// The interpolating gathers' reference (issue 76).
 pub mod sample;
 // Only the gather-reduce binary (tests/reduce.rs) uses them.
 #[allow(dead_code)]
