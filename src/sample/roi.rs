@@ -144,14 +144,16 @@ impl RoiAlign {
         }
         let (phf, pwf) = (A::from(ph)?, A::from(pw)?);
         let (bin_h, bin_w) = (rh / phf, rw / pwf);
-        let grid = |roi: A, bins: A| -> usize {
-            if self.ratio > 0 {
-                self.ratio as usize
-            } else {
-                (roi / bins).ceil().to_usize().unwrap_or(0)
+        // Points per bin along an axis; `None`: more than memory holds. (A NaN box: none.)
+        let grid = |roi: A, bins: A| -> Option<usize> {
+            let g = (roi / bins).ceil();
+            match self.ratio {
+                r if r > 0 => usize::try_from(r).ok(),
+                _ if g.is_nan() || g <= A::zero() => Some(0),
+                _ => g.to_usize(),
             }
         };
-        let (gh, gw) = (grid(rh, phf), grid(rw, pwf));
+        let (gh, gw) = (grid(rh, phf)?, grid(rw, pwf)?);
         let per_bin = gh.checked_mul(gw)?;
         let n = per_bin.checked_mul(ph)?.checked_mul(pw)?;
         let (mut rows, mut weights) = (Vec::new(), Vec::new());

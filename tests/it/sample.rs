@@ -14,7 +14,7 @@ use proptest::prelude::*;
 
 use crate::support::generate::config;
 use crate::support::layouts::{Held, Layout};
-use crate::support::sample::{Mode, Padding, grid_grad, grid_sample};
+use crate::support::sample::{Mode, Padding, grid_grad, grid_sample, roi_align as roi_align_reference};
 use crate::support::threads::on_1_and_3;
 
 /// Whether `got` and PyTorch's `want` agree: NaN where it is NaN, else within `tol` of it
@@ -490,4 +490,137 @@ fn grid_sample_never_panics_on_wild_points() {
             }
         }
     }
+}
+
+#[derive(Debug, Clone)]
+struct RoiCase {
+    x_shape: Vec<usize>,
+    boxes: Vec<[f64; 4]>,
+    batch: Vec<usize>,
+    out: (usize, usize),
+    scale: f64,
+    ratio: i64,
+    aligned: bool,
+    max: bool,
+    layouts: [Layout; 2],
+}
+
+fn roi_case() -> impl Strategy<Value = RoiCase> {
+    let layout = || {
+        prop_oneof![
+            Just(Layout::C),
+            Just(Layout::F),
+            Just(Layout::Reversed),
+            Just(Layout::Stepped),
+            any::<u64>().prop_map(Layout::Permuted)
+        ]
+    };
+    (1_usize..3, 1_usize..4, 1_usize..7, 1_usize..7, 0_usize..6, 1_usize..4, 1_usize..4)
+        .prop_flat_map(move |(n, c, h, w, k, ph, pw)| {
+            let coord = || prop_oneof![8 => -3.0..9.0_f64, 1 => (-2_i32..10).prop_map(f64::from), 1 => Just(f64::NAN)];
+            let boxes = proptest::collection::vec([coord(), coord(), coord(), coord()], k);
+            let batch = proptest::collection::vec(0..n, k);
+            let scale = prop_oneof![Just(1.0), Just(0.5), Just(2.0)];
+            (boxes, batch, scale, -1_i64..4, any::<bool>(), any::<bool>(), [layout(), layout()]).prop_map(
+                move |(boxes, batch, scale, ratio, aligned, max, layouts)| RoiCase {
+                    x_shape: vec![n, c, h, w],
+                    boxes,
+                    batch,
+                    out: (ph, pw),
+                    scale,
+                    ratio,
+                    aligned,
+                    max,
+                    layouts,
+                },
+            )
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: config().cases.min(160), ..config() })]
+
+    /// roi_align in any layout, on 1 and 3 threads, gives the same bits; it agrees with the
+    /// literal reference, and its backward is its adjoint: `<roi(x), g> = <x, back(g)>`.
+    #[test]
+    fn roi_align_is_the_reference_in_any_layout(case in roi_case()) {
+        let RoiCase { x_shape, boxes, batch, out, scale, ratio, aligned, max, layouts } = case;
+        let x = Held::new(&x_shape, layouts[0], |i| ((i * 7919) % 23) as f64 / 4.0 - 2.5);
+        let b = ndarray::Array2::from_shape_fn((boxes.len(), 4), |(k, j)| boxes[k][j]);
+        let mut opts = RoiAlign::new(scale).sampling_ratio(ratio).aligned(aligned);
+        if max {
+            opts = opts.max();
+        }
+        let y = on_1_and_3(|| bits(&x.view().roi_align(&b, &batch, out, opts).unwrap()));
+        let xs = x.view().to_owned();
+        let ys = xs.roi_align(&b, &batch, out, opts).unwrap();
+        prop_assert_eq!(&bits(&ys), &y);
+        let want = roi_align_reference(&xs, &boxes, &batch, out, scale, ratio, aligned, max);
+        close(&ys, &want, 1e-12).map_err(|e| TestCaseError::fail(format!("output {e}")))?;
+        if max {
+            prop_assert!(opts.backward_into(&b, &batch, &ys, &mut xs.clone()).is_err());
+            return Ok(());
+        }
+        let g = ys.mapv(|v| (v * 3.0).sin());
+        let back = || {
+            let mut g_x = Held::new(&x_shape, layouts[1], |_| 0.0);
+            opts.backward_into(&b, &batch, &g, &mut g_x.view_mut()).unwrap();
+            bits(&g_x.view().to_owned())
+        };
+        let g_x = on_1_and_3(back);
+        let mut g_std = ArrayD::zeros(xs.raw_dim());
+        opts.backward_into(&b, &batch, &g, &mut g_std).unwrap();
+        prop_assert_eq!(&bits(&g_std), &g_x);
+        let lhs: f64 = ys.iter().zip(&g).map(|(a, b)| a * b).sum();
+        let rhs: f64 = xs.iter().zip(&g_std).map(|(a, b)| a * b).sum();
+        prop_assert!((lhs - rhs).abs() <= 1e-9 * (1.0 + lhs.abs()), "adjoint: {} against {}", lhs, rhs);
+    }
+}
+
+#[test]
+fn roi_align_names_bad_arguments() {
+    use ndarray::{Array2, Array3, Array4};
+    let x = Array4::<f32>::zeros((2, 3, 4, 5));
+    let opts = RoiAlign::new(1.0);
+    let boxes = Array2::<f32>::zeros((2, 4));
+    let msg = |e: ndarray_gather::GatherError| e.to_string();
+    assert_eq!(
+        msg(x.roi_align(&boxes, &[0_i64, 2], (2, 2), opts).unwrap_err()),
+        "roi_align: index 2 at position [1] of the indices is out of bounds for axis 0 of length 2 (valid: -2..=1)"
+    );
+    assert_eq!(
+        msg(x.roi_align(&boxes, &[0_i64], (2, 2), opts).unwrap_err()),
+        "roi_align: batch_idx of shape [1], expected [2], one per box"
+    );
+    assert_eq!(
+        msg(x
+            .roi_align(&Array2::<f32>::zeros((2, 5)), &[0_i64, 1], (2, 2), opts)
+            .unwrap_err()),
+        "roi_align: boxes of shape [2, 5], expected [2, 4] (x1, y1, x2, y2)"
+    );
+    assert_eq!(
+        msg(Array3::<f32>::zeros((2, 3, 4))
+            .roi_align(&boxes, &[0_i64, 1], (2, 2), opts)
+            .unwrap_err()),
+        "roi_align: x of shape [2, 3, 4], expected [N, C, H, W] with non-empty H and W"
+    );
+    let mut g_x = Array4::<f32>::from_elem((2, 3, 4, 5), 1.0);
+    assert_eq!(
+        msg(opts
+            .backward_into(&boxes, &[0_i64, 1], &Array4::zeros((2, 4, 2, 2)), &mut g_x)
+            .unwrap_err()),
+        "RoiAlign::backward_into: g_out of shape [2, 4, 2, 2], expected [2, 3, ph, pw] (g_x has shape [2, 3, 4, 5])"
+    );
+    assert!(
+        opts.max()
+            .backward_into(&boxes, &[0_i64, 1], &Array4::zeros((2, 3, 2, 2)), &mut g_x)
+            .is_err()
+    );
+    assert!(g_x.iter().all(|&v| v == 1.0), "g_x changed on an error");
+    // A huge box with adaptive sampling: an error, not an allocation failure.
+    let huge = ndarray::array![[0.0_f32, 0.0, 1e30, 1e30]];
+    assert!(matches!(
+        x.roi_align(&huge, &[0_i64], (1, 1), opts).unwrap_err(),
+        ndarray_gather::GatherError::SizeOverflow { .. }
+    ));
 }

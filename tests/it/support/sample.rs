@@ -355,3 +355,94 @@ pub fn grid_grad(
     }
     g
 }
+
+/// A literal RoIAlign (torchvision's formulas, f64): `x [N, C, H, W]`, boxes `(x1, y1, x2,
+/// y2)` with their items; per box, per bin, the mean (or ONNX Runtime's max of `w·v`) of
+/// its points' bilinear corners.
+#[allow(clippy::too_many_arguments)]
+pub fn roi_align(
+    x: &ArrayD<f64>,
+    boxes: &[[f64; 4]],
+    batch: &[usize],
+    (ph, pw): (usize, usize),
+    scale: f64,
+    ratio: i64,
+    aligned: bool,
+    max: bool,
+) -> ArrayD<f64> {
+    let (c, h, w) = (x.shape()[1], x.shape()[2], x.shape()[3]);
+    let mut out = ArrayD::zeros(IxDyn(&[boxes.len(), c, ph, pw]));
+    let corners = |y: f64, xx: f64| -> Option<[(usize, usize, f64); 4]> {
+        if !(y >= -1.0 && y <= h as f64 && xx >= -1.0 && xx <= w as f64) {
+            return None;
+        }
+        let (mut y, mut xx) = (y.max(0.0), xx.max(0.0));
+        let (mut y0, mut x0) = (y as usize, xx as usize);
+        let y1 = if y0 >= h - 1 {
+            y0 = h - 1;
+            y = y0 as f64;
+            y0
+        } else {
+            y0 + 1
+        };
+        let x1 = if x0 >= w - 1 {
+            x0 = w - 1;
+            xx = x0 as f64;
+            x0
+        } else {
+            x0 + 1
+        };
+        let (ly, lx) = (y - y0 as f64, xx - x0 as f64);
+        let (hy, hx) = (1.0 - ly, 1.0 - lx);
+        Some([
+            (y0, x0, hy * hx),
+            (y0, x1, hy * lx),
+            (y1, x0, ly * hx),
+            (y1, x1, ly * lx),
+        ])
+    };
+    for (k, b) in boxes.iter().enumerate() {
+        let off = if aligned { 0.5 } else { 0.0 };
+        let [sx, sy, ex, ey] = b.map(|v| v * scale - off);
+        let (mut rw, mut rh) = (ex - sx, ey - sy);
+        if !aligned {
+            rw = rw.max(1.0);
+            rh = rh.max(1.0);
+        }
+        let (bh, bw) = (rh / ph as f64, rw / pw as f64);
+        let grid = |roi: f64, bins: usize| {
+            if ratio > 0 {
+                ratio as usize
+            } else {
+                (roi / bins as f64).ceil() as usize
+            }
+        };
+        let (gh, gw) = (grid(rh, ph), grid(rw, pw));
+        let count = (gh * gw).max(1) as f64;
+        for ch in 0..c {
+            for i in 0..ph {
+                for j in 0..pw {
+                    let (mut acc, mut best): (f64, Option<f64>) = (0.0, None);
+                    for iy in 0..gh {
+                        let y = sy + i as f64 * bh + (iy as f64 + 0.5) * bh / gh as f64;
+                        for ix in 0..gw {
+                            let xx = sx + j as f64 * bw + (ix as f64 + 0.5) * bw / gw as f64;
+                            let terms: Vec<f64> = match corners(y, xx) {
+                                Some(cs) => cs
+                                    .iter()
+                                    .map(|&(r, q, wt)| wt * x[[batch[k], ch, r, q]])
+                                    .collect(),
+                                None => vec![0.0],
+                            };
+                            acc += terms.iter().sum::<f64>();
+                            let m = terms.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                            best = Some(best.map_or(m, |a| a.max(m)));
+                        }
+                    }
+                    out[[k, ch, i, j]] = if max { best.unwrap_or(0.0) } else { acc / count };
+                }
+            }
+        }
+    }
+    out
+}
