@@ -10,7 +10,8 @@ cd "$(dirname "$0")"
 secs="${1:-600}"
 jobs="${JOBS:-$(nproc)}"
 targets=(multiaxis gather gather_elements gather_nd gather_batched take take_along_axis plan
-  scatter_multiaxis scatter scatter_elements scatter_nd put_along_axis gather_reduce backward quant collection)
+  scatter_multiaxis scatter scatter_elements scatter_nd put_along_axis gather_reduce backward quant collection
+  sample)
 cargo +nightly fuzz build
 mkdir -p logs
 run() {

@@ -357,6 +357,7 @@ proptest! {
     /// Any layout of x, grid and the gradients, on 1 and 3 threads, gives the same bits;
     /// the plan's apply and backward are the call's; all agree with the literal reference.
     #[test]
+    #[cfg_attr(miri, ignore = "slow under Miri: small_samples_for_miri covers the unsafe code")]
     fn grid_sample_is_the_reference_in_any_layout(case in sample_case()) {
         let SampleCase { x_shape, grid_shape, grid, opts, layouts } = case;
         let x = Held::new(&x_shape, layouts[0], |i| ((i * 7919) % 23) as f64 / 4.0 - 2.5);
@@ -543,6 +544,7 @@ proptest! {
     /// roi_align in any layout, on 1 and 3 threads, gives the same bits; it agrees with the
     /// literal reference, and its backward is its adjoint: `<roi(x), g> = <x, back(g)>`.
     #[test]
+    #[cfg_attr(miri, ignore = "slow under Miri: small_samples_for_miri covers the unsafe code")]
     fn roi_align_is_the_reference_in_any_layout(case in roi_case()) {
         let RoiCase { x_shape, boxes, batch, out, scale, ratio, aligned, max, layouts } = case;
         let x = Held::new(&x_shape, layouts[0], |i| ((i * 7919) % 23) as f64 / 4.0 - 2.5);
@@ -623,4 +625,67 @@ fn roi_align_names_bad_arguments() {
         x.roi_align(&huge, &[0_i64], (1, 1), opts).unwrap_err(),
         ndarray_gather::GatherError::SizeOverflow { .. }
     ));
+}
+
+/// The planes walk's unchecked reads and the roi walk, small enough for Miri: NCHW and
+/// channels-last agree, and both gradients land where the reference puts them.
+#[test]
+fn small_samples_for_miri() {
+    use ndarray::{Array4, array};
+    let x = Array4::from_shape_fn((1, 2, 3, 4), |(_, c, i, j)| (c * 12 + i * 4 + j) as f64);
+    let grid = array![[[[-0.9, -0.2], [0.3, 0.8]], [[1.4, 0.0], [f64::NAN, 0.1]]]];
+    for interp in [Interp::Linear, Interp::Nearest, Interp::Cubic] {
+        let opts = GridSample::new(interp).padding(SPadding::Reflection);
+        let y = x.grid_sample(&grid, opts).unwrap();
+        let last = x
+            .view()
+            .permuted_axes([0, 2, 3, 1])
+            .as_standard_layout()
+            .into_owned();
+        let y_last = last
+            .view()
+            .permuted_axes([0, 3, 1, 2])
+            .grid_sample(&grid, opts)
+            .unwrap();
+        assert_eq!(bits(&y.clone().into_dyn()), bits(&y_last.into_dyn()));
+        let plan = SamplePlan::grid(x.dim(), &grid, opts).unwrap();
+        let mut g_x = Array4::zeros(x.dim());
+        plan.backward_into(&y.mapv(|_| 1.0), &mut g_x).unwrap();
+        let mode = match interp {
+            Interp::Linear => Mode::Linear,
+            Interp::Nearest => Mode::Nearest,
+            Interp::Cubic => Mode::Cubic,
+        };
+        let (xs, gs) = (x.clone().into_dyn(), grid.clone().into_dyn());
+        let (ry, rgx) = grid_sample(
+            &xs,
+            &gs,
+            &y.mapv(|_| 1.0).into_dyn(),
+            (mode, Padding::Reflection, false),
+            |v| v,
+        );
+        close(&y.into_dyn(), &ry, 1e-12).unwrap();
+        close(&g_x.into_dyn(), &rgx, 1e-12).unwrap();
+    }
+    let boxes = array![[0.2, 0.4, 3.1, 2.5], [-1.0, -1.0, 1.0, 1.0]];
+    let opts = RoiAlign::new(1.0).sampling_ratio(0).aligned(true);
+    let r = x.roi_align(&boxes, &[0_i64, 0], (2, 2), opts).unwrap();
+    let want = roi_align_reference(
+        &x.clone().into_dyn(),
+        &[[0.2, 0.4, 3.1, 2.5], [-1.0, -1.0, 1.0, 1.0]],
+        &[0, 0],
+        (2, 2),
+        1.0,
+        0,
+        true,
+        false,
+    );
+    close(&r.clone().into_dyn(), &want, 1e-12).unwrap();
+    let mut g_x = Array4::zeros(x.dim());
+    opts.backward_into(&boxes, &[0_i64, 0], &r, &mut g_x).unwrap();
+    let (lhs, rhs): (f64, f64) = (
+        r.iter().map(|v| v * v).sum(),
+        x.iter().zip(&g_x).map(|(a, b)| a * b).sum(),
+    );
+    assert!((lhs - rhs).abs() < 1e-9 * lhs.abs().max(1.0), "{lhs} {rhs}");
 }
