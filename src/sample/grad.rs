@@ -9,6 +9,7 @@ use ndarray::{Array, ArrayRef, ArrayViewMut2, Axis, Dimension, IxDyn};
 use super::plan::{check_shapes, planes_or_copy};
 use super::taps::Reader;
 use super::{GridSample, Interp, SampleElement};
+use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::kernel::BadIndex;
 use crate::kernel::schedule::run_jobs;
@@ -35,7 +36,7 @@ pub(super) fn grid_grad<A: SampleElement, D: Dimension>(
     }
     let dims = x.ndim() - 2;
     let points: usize = out.iter().product();
-    let mut g = Array::zeros(IxDyn(grid.shape()));
+    let mut g: Array<A, IxDyn> = zeros(op, IxDyn(grid.shape()))?;
     if opts.interp() != Interp::Nearest && points > 0 && batch > 0 {
         let sizes = &x.shape()[2..];
         let reader = Reader { sizes, opts };

@@ -9,6 +9,7 @@ use ndarray::{
 
 use super::taps::Reader;
 use super::{GridSample, Interp, SampleElement};
+use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::kernel::reduce::{Csr, planes_backward, planes_forward};
 use crate::kernel::schedule::run_jobs;
@@ -312,9 +313,9 @@ impl<A: SampleElement> SamplePlan<A> {
             last.push(c);
             let mut order = vec![0, shape.len() - 1];
             order.extend(1..shape.len() - 1);
-            Array::zeros(IxDyn(&last)).permuted_axes(IxDyn(&order))
+            zeros(op, IxDyn(&last))?.permuted_axes(IxDyn(&order))
         } else {
-            Array::zeros(IxDyn(&shape))
+            zeros(op, IxDyn(&shape))?
         };
         self.forward(op, xd, y.view_mut())?;
         y.into_dimensionality()

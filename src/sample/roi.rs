@@ -9,11 +9,12 @@ use ndarray::{Array, ArrayRef, ArrayViewMut1, ArrayViewMut2, Axis, Dimension, Ix
 
 use super::SampleElement;
 use super::plan::planes_or_copy;
+use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{OUTSIDE, RoiFold, roi_backward, roi_forward};
+use crate::kernel::reduce::{RoiFold, RoiPoints, roi_backward, roi_forward};
 use crate::kernel::schedule::run_jobs;
 
 /// The options of [`roi_align`](super::SampleExt::roi_align): torchvision's
@@ -45,14 +46,10 @@ pub struct RoiAlign {
     max: bool,
 }
 
-/// One box's sampling points: `per_bin` a bin, bin after bin, each its 4 corners' pixels
-/// (`OUTSIDE` for a point outside the input) and weights.
+/// One box: its batch item and its sampling points.
 struct BoxPoints<A> {
     item: usize,
-    per_bin: usize,
-    count: A,
-    rows: Vec<[u32; 4]>,
-    weights: Vec<[A; 4]>,
+    points: RoiPoints<A>,
 }
 
 fn shape_err(op: &'static str, what: &'static str, found: &[usize], expected: String) -> GatherError {
@@ -73,7 +70,7 @@ fn corners<A: SampleElement>(y: A, x: A, h: usize, w: usize) -> ([u32; 4], [A; 4
     );
     // (NaN compares false everywhere: a NaN point is outside too.)
     if !(y >= minus && y <= hf && x >= minus && x <= wf) {
-        return ([OUTSIDE; 4], [zero; 4]);
+        return ([0; 4], [zero; 4]);
     }
     let (mut y, mut x) = (y.max(zero), x.max(zero));
     let axis = |v: &mut A, len: usize| -> (usize, usize) {
@@ -174,13 +171,8 @@ impl RoiAlign {
                 }
             }
         }
-        Some(BoxPoints {
-            item,
-            per_bin,
-            count: A::from(per_bin.max(1))?,
-            rows,
-            weights,
-        })
+        let points = RoiPoints::new(rows, weights, per_bin, A::from(per_bin.max(1))?, h * w)?;
+        Some(BoxPoints { item, points })
     }
 
     /// Checks the boxes and their batch indices against an input of shape `x` and turns
@@ -210,7 +202,7 @@ impl RoiAlign {
                 format!("[{k}, 4] (x1, y1, x2, y2)"),
             ));
         }
-        if x[2].checked_mul(x[3]).is_none_or(|p| p >= OUTSIDE as usize) {
+        if x[2].checked_mul(x[3]).is_none_or(|p| p > u32::MAX as usize) {
             return Err(GatherError::SizeOverflow {
                 op,
                 shape: x.to_vec(),
@@ -265,23 +257,25 @@ impl RoiAlign {
         let boxes = self.boxes(op, x.shape(), boxes, batch_idx, out)?;
         let (n, c) = (x.shape()[0], x.shape()[1]);
         let bins = out.0 * out.1;
-        let mut y = Array::zeros(IxDyn(&[boxes.len(), c, out.0, out.1]));
+        let mut y = zeros(op, IxDyn(&[boxes.len(), c, out.0, out.1]))?;
         if !y.is_empty() {
             let x = x.view().into_dyn();
             let planes = (0..n)
                 .map(|i| planes_or_copy(op, x.index_axis(Axis(0), i)))
                 .collect::<Result<Vec<_>, _>>()?;
             let fold = if self.max { RoiFold::Max } else { RoiFold::Mean };
-            let jobs: Vec<Mutex<ArrayViewMut2<'_, A>>> = y
-                .outer_iter_mut()
-                .map(|v| v.into_shape_with_order((c, bins)).map(Mutex::new))
-                .collect::<Result<_, _>>()
-                .map_err(|_| internal(op, "a fresh output's box"))?;
-            let outcome = run_jobs(jobs.len(), false, |k| {
-                let mut out = jobs[k].lock().map_err(|_| BadIndex)?;
-                let b = &boxes[k];
-                for (xc, oc) in planes[b.item].outer_iter().zip(out.outer_iter_mut()) {
-                    roi_forward(&b.rows, &b.weights, b.per_bin, b.count, fold, xc, oc);
+            // A channel per job, every box in turn: the channel's planes stay in the
+            // caches while every box reads them.
+            let mut by_bin = y
+                .view_mut()
+                .into_shape_with_order((boxes.len(), c, bins))
+                .map_err(|_| internal(op, "a fresh output"))?;
+            let jobs: Vec<Mutex<ArrayViewMut2<'_, A>>> =
+                by_bin.axis_iter_mut(Axis(1)).map(Mutex::new).collect();
+            let outcome = run_jobs(jobs.len(), false, |ch| {
+                let mut out = jobs[ch].lock().map_err(|_| BadIndex)?;
+                for (b, o) in boxes.iter().zip(out.outer_iter_mut()) {
+                    roi_forward(&b.points, fold, planes[b.item].row(ch), o);
                 }
                 Ok(())
             });
@@ -363,14 +357,7 @@ impl RoiAlign {
                 let mut plane = jobs[ch].lock().map_err(|_| BadIndex)?;
                 for &k in &mine {
                     let b = &boxes[k];
-                    roi_backward(
-                        &b.rows,
-                        &b.weights,
-                        b.per_bin,
-                        b.count,
-                        g_out.slice(ndarray::s![k, ch, ..]),
-                        plane.view_mut(),
-                    );
+                    roi_backward(&b.points, g_out.slice(ndarray::s![k, ch, ..]), plane.view_mut());
                 }
                 Ok(())
             });

@@ -45,7 +45,9 @@ pub(crate) use self::runs::RowSource;
 pub(crate) use self::ops::better;
 #[cfg(feature = "mpi")]
 pub(crate) use self::ops::{Prod, RowOp, Sum};
-pub(crate) use self::planes::{OUTSIDE, RoiFold, planes_backward, planes_forward, roi_backward, roi_forward};
+pub(crate) use self::planes::{
+    RoiFold, RoiPoints, planes_backward, planes_forward, roi_backward, roi_forward,
+};
 #[cfg(feature = "mpi")]
 pub(crate) use self::pool::{End, divide_row};
 pub(crate) use self::sort::Csr;

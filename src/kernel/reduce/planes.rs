@@ -96,16 +96,12 @@ where
     }
 }
 
-/// A RoIAlign point outside the input (its corners' pixel).
-pub(crate) const OUTSIDE: u32 = u32::MAX;
-
 /// How a RoIAlign bin folds its points.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum RoiFold {
     /// torchvision's: `Σ (w₁v₁ + w₂v₂ + w₃v₃ + w₄v₄)` over the points, over the count.
     Mean,
-    /// ONNX Runtime's max: the largest `wᵢvᵢ` (`a < b ? b : a`, C++'s `std::max`), a point
-    /// outside giving 0.
+    /// ONNX Runtime's max: the largest `wᵢvᵢ` (`a < b ? b : a`, C++'s `std::max`).
     Max,
 }
 
@@ -115,40 +111,84 @@ fn keep<A: PartialOrd>(a: A, b: A) -> A {
     if a < b { b } else { a }
 }
 
-/// One channel plane of one box: `out[s]` folds bin `s`'s points (`per_bin` of them, bin
-/// after bin: their 4 corners' pixels in `rows` (`OUTSIDE` for none) and weights).
-pub(crate) fn roi_forward<A: Float>(
-    rows: &[[u32; 4]],
-    weights: &[[A; 4]],
+/// One box's RoIAlign points: `per_bin` a bin, bin after bin, each its 4 corners' pixels
+/// (each below `below`, the plane's length) and weights; a point outside the input reads
+/// pixel 0 with weights 0, as torchvision's and ONNX Runtime's do.
+pub(crate) struct RoiPoints<A> {
+    rows: Vec<[u32; 4]>,
+    weights: Vec<[A; 4]>,
     per_bin: usize,
     count: A,
+    below: usize,
+}
+
+impl<A: Float> RoiPoints<A> {
+    /// The points, if every row lies below `below` and each has its weights.
+    pub fn new(
+        rows: Vec<[u32; 4]>,
+        weights: Vec<[A; 4]>,
+        per_bin: usize,
+        count: A,
+        below: usize,
+    ) -> Option<Self> {
+        let ok = rows.len() == weights.len() && rows.iter().flatten().all(|&p| (p as usize) < below);
+        ok.then_some(RoiPoints {
+            rows,
+            weights,
+            per_bin,
+            count,
+            below,
+        })
+    }
+
+    /// Bin `s`'s points.
+    #[inline(always)]
+    fn bin(&self, s: usize) -> impl Iterator<Item = (&[u32; 4], &[A; 4])> {
+        let r = (s * self.per_bin).min(self.rows.len())..((s + 1) * self.per_bin).min(self.rows.len());
+        self.rows[r.clone()].iter().zip(&self.weights[r])
+    }
+}
+
+/// One box on one channel plane: `out[s]` folds bin `s`'s points.
+pub(crate) fn roi_forward<A: Float>(
+    p: &RoiPoints<A>,
     fold: RoiFold,
     x: ArrayView1<'_, A>,
-    mut out: ArrayViewMut1<'_, A>,
+    out: ArrayViewMut1<'_, A>,
 ) {
-    let v = |p: u32| x.get(p as usize).copied().unwrap_or_else(A::zero);
+    match x.as_slice() {
+        Some(xs) if xs.len() >= p.below => {
+            // SAFETY: every row is below `p.below` (`RoiPoints::new` checked them), which is
+            // at most `xs.len()` (checked just above).
+            roi_bins(p, fold, |r| unsafe { *xs.get_unchecked(r as usize) }, out)
+        }
+        _ => roi_bins(
+            p,
+            fold,
+            |r| x.get(r as usize).copied().unwrap_or_else(A::zero),
+            out,
+        ),
+    }
+}
+
+#[inline(always)]
+fn roi_bins<A: Float>(p: &RoiPoints<A>, fold: RoiFold, v: impl Fn(u32) -> A, mut out: ArrayViewMut1<'_, A>) {
     for (s, o) in out.iter_mut().enumerate() {
-        let r = (s * per_bin).min(rows.len())..((s + 1) * per_bin).min(rows.len());
-        let points = rows[r.clone()].iter().zip(&weights[r]);
         *o = match fold {
             RoiFold::Mean => {
                 let mut acc = A::zero();
-                for (p, w) in points.filter(|(p, _)| p[0] != OUTSIDE) {
-                    acc = acc + (w[0] * v(p[0]) + w[1] * v(p[1]) + w[2] * v(p[2]) + w[3] * v(p[3]));
+                for (r, w) in p.bin(s) {
+                    acc = acc + (w[0] * v(r[0]) + w[1] * v(r[1]) + w[2] * v(r[2]) + w[3] * v(r[3]));
                 }
-                acc / count
+                acc / p.count
             }
             RoiFold::Max => {
                 let mut acc = None;
-                for (p, w) in points {
-                    let m = if p[0] == OUTSIDE {
-                        A::zero()
-                    } else {
-                        keep(
-                            keep(keep(w[0] * v(p[0]), w[1] * v(p[1])), w[2] * v(p[2])),
-                            w[3] * v(p[3]),
-                        )
-                    };
+                for (r, w) in p.bin(s) {
+                    let m = keep(
+                        keep(keep(w[0] * v(r[0]), w[1] * v(r[1])), w[2] * v(r[2])),
+                        w[3] * v(r[3]),
+                    );
                     acc = Some(acc.map_or(m, |a| keep(a, m)));
                 }
                 acc.unwrap_or_else(A::zero)
@@ -158,21 +198,17 @@ pub(crate) fn roi_forward<A: Float>(
 }
 
 /// The adjoint of [`roi_forward`]'s mean on one channel plane of one box: for each bin in
-/// order, each point, its 4 corners `g_x[p] += g · w / count` (torchvision's order).
-pub(crate) fn roi_backward<A: Float>(
-    rows: &[[u32; 4]],
-    weights: &[[A; 4]],
-    per_bin: usize,
-    count: A,
-    g: ArrayView1<'_, A>,
-    mut g_x: ArrayViewMut1<'_, A>,
-) {
+/// order, each point inside the input (weights not all 0), its 4 corners
+/// `g_x[p] += g · w / count` (torchvision's order).
+pub(crate) fn roi_backward<A: Float>(p: &RoiPoints<A>, g: ArrayView1<'_, A>, mut g_x: ArrayViewMut1<'_, A>) {
     for (s, &gs) in g.iter().enumerate() {
-        let r = (s * per_bin).min(rows.len())..((s + 1) * per_bin).min(rows.len());
-        for (p, w) in rows[r.clone()].iter().zip(&weights[r]) {
-            for (&p, &w) in p.iter().zip(w) {
-                if let Some(e) = g_x.get_mut(p as usize) {
-                    *e = *e + gs * w / count;
+        for (r, w) in p.bin(s) {
+            if w.iter().all(|w| w.is_zero()) {
+                continue;
+            }
+            for (&r, &w) in r.iter().zip(w) {
+                if let Some(e) = g_x.get_mut(r as usize) {
+                    *e = *e + gs * w / p.count;
                 }
             }
         }
