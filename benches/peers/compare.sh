@@ -26,6 +26,10 @@ fi
 if ! "$venv/bin/python" -c "import torch_geometric" 2> /dev/null; then
   "$venv/bin/pip" install --quiet torch-geometric
 fi
+# torchvision for I3 (its roi_align), without pulling another torch.
+if ! "$venv/bin/python" -c "import torchvision" 2> /dev/null; then
+  "$venv/bin/pip" install --quiet --no-deps torchvision==0.29.2 pillow
+fi
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 (cd "$root" && cargo build --quiet --release --example workloads --example scatter_workloads --example reduce_workloads)

@@ -5,6 +5,7 @@ threads), one line each: `id peer median_ms`, as benches/sample.rs measures the 
   I1  F.grid_sample(x, grid, bilinear, zeros, align_corners=False): x [8, 64, 128, 128]
       NCHW (`torch*`) and channels-last (`torch*_cl`); grid F.affine_grid of a rotation
       of 10 degrees, scale 0.9, shift 0.05
+      and ONNX Runtime's GridSample (opset 16; `ort`, its default threads)
   I2  its backward (autograd.grad to x and grid, forward untimed)
   I3  torchvision.ops.roi_align(x [2, 256, 64, 64], 512 boxes of sides 4-48 px, (7, 7),
       1.0, sampling_ratio=2, aligned=True) (`torch*`) and its backward (`torch*_back`);
@@ -42,6 +43,20 @@ def main():
         if not only or "I1" in only:
             print(f"I1 torch{threads} {median_ms(lambda: F.grid_sample(x, grid, align_corners=False)):.2f}")
             print(f"I1 torch{threads}_cl {median_ms(lambda: F.grid_sample(x_cl, grid, align_corners=False)):.2f}")
+        if (not only or "I1" in only) and threads == 2:
+            import onnxruntime as ort
+            from onnx import TensorProto, helper
+            node = helper.make_node("GridSample", ["X", "grid"], ["Y"], mode="bilinear", padding_mode="zeros",
+                                    align_corners=0)
+            fl = TensorProto.FLOAT
+            graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("X", fl, list(x.shape)),
+                                                    helper.make_tensor_value_info("grid", fl, list(grid.shape))],
+                                      [helper.make_tensor_value_info("Y", fl, None)])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+            model.ir_version = 8
+            sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+            feeds = {"X": x.numpy(), "grid": grid.numpy()}
+            print(f"I1 ort {median_ms(lambda: sess.run(None, feeds)):.2f}")
         if not only or "I2" in only:
             xg, gg = x.clone().requires_grad_(), grid.clone().requires_grad_()
             y = F.grid_sample(xg, gg, align_corners=False)

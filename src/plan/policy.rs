@@ -292,9 +292,3 @@ pub(crate) const HEAD_ROW_MAX_BYTES: usize = 1024;
 /// corners (12 bytes each, 4 to 16 per point) stay in the L1 cache while every channel
 /// reads them.
 pub(crate) const SAMPLE_BLOCK: usize = 512;
-
-/// The channels of one job of an interpolating gather walked by planes: each job walks
-/// every point over its channels' planes, one plane at a time (a plane and its few
-/// advancing rows are one stream the prefetcher follows; the corners are read again per
-/// plane, in order).
-pub(crate) const SAMPLE_CHANNELS: usize = 4;

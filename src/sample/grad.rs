@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use ndarray::{Array, ArrayRef, ArrayViewMut2, Axis, Dimension, IxDyn};
 
-use super::plan::{check_shapes, planes_or_copy};
+use super::shape::{check_shapes, planes_or_copy};
 use super::taps::Reader;
 use super::{GridSample, Interp, SampleElement};
 use crate::call::zeros;

@@ -39,6 +39,7 @@ use crate::pool::PoolElement;
 mod grad;
 mod plan;
 mod roi;
+mod shape;
 mod taps;
 
 pub use plan::SamplePlan;

@@ -3,18 +3,15 @@
 
 use std::sync::Mutex;
 
-use ndarray::{
-    Array, Array1, ArrayBase, ArrayRef, ArrayView2, ArrayViewMut2, Axis, Dimension, IxDyn, RawData,
-};
+use ndarray::{Array, Array1, ArrayRef, Axis, Dimension, IxDyn};
 
+use super::shape::{by_planes, check_shapes, each_plane_mut, planes, planes_or_copy, rows, shape_err, spell};
 use super::taps::Reader;
-use super::{GridSample, Interp, SampleElement};
+use super::{GridSample, SampleElement};
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::kernel::reduce::{Csr, planes_backward, planes_forward};
 use crate::kernel::schedule::run_jobs;
-use crate::plan::policy::SAMPLE_CHANNELS;
-use crate::plan::reduce::samples_by_planes;
 use crate::pool::Pooling;
 use crate::prepared::GatherReducePlan;
 use crate::shape::ShapeArg;
@@ -58,109 +55,6 @@ struct Item<A> {
     weights: Array1<A>,
     /// The points whose output is NaN (they read nothing, and have no gradient).
     nan: Vec<usize>,
-}
-
-/// Whether an array whose channel axis is `channel` is walked by planes, else by rows (a
-/// pixel's channels).
-fn by_planes<S: RawData>(a: &ArrayBase<S, IxDyn>, channel: usize) -> bool {
-    let s = a.strides();
-    samples_by_planes(s[channel], s[s.len() - 1])
-}
-
-/// `a` with its axes `from..to` merged into one, if their strides allow (row-major).
-fn merged<S: RawData>(mut a: ArrayBase<S, IxDyn>, from: usize, to: usize) -> Option<ArrayBase<S, IxDyn>> {
-    let last = to - 1;
-    for d in (from..last).rev() {
-        if !a.merge_axes(Axis(d), Axis(last)) {
-            return None;
-        }
-    }
-    for _ in from..last {
-        a = a.index_axis_move(Axis(from), 0);
-    }
-    Some(a)
-}
-
-/// One item `[C, spatial..]` as `[C, pixels]` planes, if its strides allow.
-pub(super) fn planes<S: RawData>(a: ArrayBase<S, IxDyn>) -> Option<ArrayBase<S, ndarray::Ix2>> {
-    let n = a.ndim();
-    merged(a, 1, n)?.into_dimensionality().ok()
-}
-
-/// One item `[C, spatial..]` as `[pixels, C]` rows, if its strides allow.
-fn rows<S: RawData>(a: ArrayBase<S, IxDyn>) -> Option<ArrayBase<S, ndarray::Ix2>> {
-    let n = a.ndim();
-    let mut order: Vec<usize> = (1..n).collect();
-    order.push(0);
-    merged(a.permuted_axes(order), 0, n - 1)?
-        .into_dimensionality()
-        .ok()
-}
-
-fn shape_err(op: &'static str, what: &'static str, found: &[usize], expected: String) -> GatherError {
-    GatherError::SampleShape {
-        op,
-        what,
-        found: found.to_vec(),
-        expected,
-    }
-}
-
-/// `[N, C, sizes..]` spelled out, `C` free.
-fn spell(batch: usize, c: Option<usize>, sizes: &[usize]) -> String {
-    let mut s = format!("[{batch}, {}", c.map_or("C".to_string(), |c| c.to_string()));
-    for v in sizes {
-        s += &format!(", {v}");
-    }
-    s + "]"
-}
-
-/// Checks an input shape `x` and a grid shape `g` for `opts`; the output's spatial sizes.
-pub(super) fn check_shapes(
-    op: &'static str,
-    x: &[usize],
-    g: &[usize],
-    opts: GridSample,
-) -> Result<Vec<usize>, GatherError> {
-    if x.len() != 4 && x.len() != 5 {
-        return Err(shape_err(op, "x", x, "[N, C, H, W] or [N, C, D, H, W]".into()));
-    }
-    let (batch, dims, sizes) = (x[0], x.len() - 2, &x[2..]);
-    if sizes.contains(&0) {
-        return Err(shape_err(op, "x", x, "non-empty spatial axes".into()));
-    }
-    if opts.interp() == Interp::Cubic && dims == 3 {
-        return Err(shape_err(op, "x", x, "[N, C, H, W]: cubic is 2-D".into()));
-    }
-    if g.len() != x.len() || g[0] != batch || g[g.len() - 1] != dims {
-        let out = if dims == 2 { "Ho, Wo" } else { "Do, Ho, Wo" };
-        let expected = format!("[{batch}, {out}, {dims}] (x has shape {x:?})");
-        return Err(shape_err(op, "grid", g, expected));
-    }
-    if !Csr::fits(sizes.iter().product(), 0) {
-        return Err(GatherError::SizeOverflow {
-            op,
-            shape: x.to_vec(),
-        });
-    }
-    Ok(g[1..g.len() - 1].to_vec())
-}
-
-/// One item `[C, spatial..]` as `[C, pixels]` planes, copied into standard layout if its
-/// axes do not merge.
-pub(super) fn planes_or_copy<'a, A: Clone>(
-    op: &'static str,
-    a: ndarray::ArrayViewD<'a, A>,
-) -> Result<ndarray::CowArray<'a, A, ndarray::Ix2>, GatherError> {
-    if let Some(v) = planes(a.clone()) {
-        return Ok(v.into());
-    }
-    let c = a.shape()[0];
-    let rest = a.shape()[1..].iter().product::<usize>();
-    let owned = a.as_standard_layout().into_owned();
-    let flat = owned.into_shape_with_order((c, rest));
-    flat.map(Into::into)
-        .map_err(|_| internal(op, "planes of a standard array"))
 }
 
 impl<A: SampleElement> SamplePlan<A> {
@@ -388,52 +282,22 @@ impl<A: SampleElement> SamplePlan<A> {
     }
 
     /// One item by planes: `[C, pixels]` of `x` (copied if its axes do not merge) into
-    /// `[C, points]` of `y`, in blocks of points on every thread.
+    /// `[C, points]` of `y`, a channel per job.
     fn planes_item(
         &self,
         op: &'static str,
         n: usize,
         xn: ndarray::ArrayViewD<'_, A>,
-        mut yn: ndarray::ArrayViewMutD<'_, A>,
+        yn: ndarray::ArrayViewMutD<'_, A>,
     ) -> Result<(), GatherError> {
         let xp = planes_or_copy(op, xn)?;
-        let xp: ArrayView2<'_, A> = xp.view();
         let item = &self.items[n];
         let weights = item.weights.as_slice().ok_or_else(|| internal(op, "weights"))?;
-        let run = |mut yp: ArrayViewMut2<'_, A>| -> Result<(), GatherError> {
-            let blocks: Vec<Mutex<(usize, ArrayViewMut2<'_, A>)>> = yp
-                .axis_chunks_iter_mut(Axis(0), SAMPLE_CHANNELS)
-                .enumerate()
-                .map(|(b, v)| Mutex::new((b * SAMPLE_CHANNELS, v)))
-                .collect();
-            let outcome = run_jobs(blocks.len(), false, |b| {
-                let mut block = blocks[b].lock().map_err(|_| crate::kernel::BadIndex)?;
-                let (first, ref mut out) = *block;
-                let xs = xp.slice(ndarray::s![first..first + out.nrows(), ..]);
-                planes_forward(
-                    item.plan.csr(),
-                    item.plan.shape()[0],
-                    weights,
-                    xs,
-                    out.view_mut(),
-                    0,
-                );
-                Ok(())
-            });
-            if outcome.failed() {
-                return Err(internal(op, "a block's job failed"));
-            }
-            Ok(())
-        };
-        match planes(yn.view_mut()) {
-            Some(yp) => run(yp),
-            None => {
-                let mut fresh = Array::zeros(yn.raw_dim());
-                run(planes(fresh.view_mut()).ok_or_else(|| internal(op, "planes of a fresh array"))?)?;
-                yn.assign(&fresh);
-                Ok(())
-            }
-        }
+        let (csr, pixels) = (item.plan.csr(), item.plan.shape()[0]);
+        each_plane_mut(op, yn, |c, out| {
+            let x = xp.slice(ndarray::s![c..c + 1, ..]);
+            planes_forward(csr, pixels, weights, x, out.insert_axis(Axis(0)), 0);
+        })
     }
 
     /// Adds the input's gradient of `Σ y · g_y` into `g_x` (decision 72): each output's
@@ -488,26 +352,9 @@ impl<A: SampleElement> SamplePlan<A> {
             }
             let gp = planes(gyn).ok_or_else(|| internal(OP, "planes of g_y"))?;
             let weights = item.weights.as_slice().ok_or_else(|| internal(OP, "weights"))?;
-            let mut fresh = None;
-            let mut xp = match planes(gxn.view_mut()) {
-                Some(v) => v,
-                None => planes(fresh.insert(gxn.as_standard_layout().into_owned()).view_mut())
-                    .ok_or_else(|| internal(OP, "planes"))?,
-            };
-            let chans: Vec<Mutex<ndarray::ArrayViewMut1<'_, A>>> =
-                xp.outer_iter_mut().map(Mutex::new).collect();
-            let outcome = run_jobs(chans.len(), false, |c| {
-                let mut plane = chans[c].lock().map_err(|_| crate::kernel::BadIndex)?;
-                planes_backward(item.plan.csr(), weights, gp.row(c), plane.view_mut());
-                Ok(())
-            });
-            if outcome.failed() {
-                return Err(internal(OP, "a plane's job failed"));
-            }
-            drop(chans);
-            if let Some(f) = fresh {
-                gxn.assign(&f);
-            }
+            each_plane_mut(OP, gxn, |c, plane| {
+                planes_backward(item.plan.csr(), weights, gp.row(c), plane)
+            })?;
         }
         Ok(())
     }

@@ -5,10 +5,10 @@
 
 use std::sync::Mutex;
 
-use ndarray::{Array, ArrayRef, ArrayViewMut1, ArrayViewMut2, Axis, Dimension, Ix2, IxDyn};
+use ndarray::{Array, ArrayRef, ArrayViewMut2, Axis, Dimension, Ix2, IxDyn};
 
 use super::SampleElement;
-use super::plan::planes_or_copy;
+use super::shape::{each_plane_mut, planes_or_copy, shape_err};
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
@@ -50,15 +50,6 @@ pub struct RoiAlign {
 struct BoxPoints<A> {
     item: usize,
     points: RoiPoints<A>,
-}
-
-fn shape_err(op: &'static str, what: &'static str, found: &[usize], expected: String) -> GatherError {
-    GatherError::SampleShape {
-        op,
-        what,
-        found: found.to_vec(),
-        expected,
-    }
 }
 
 /// A point's 4 corners and weights (torchvision's `pre_calc_for_bilinear_interpolate`).
@@ -344,30 +335,17 @@ impl RoiAlign {
             .into_shape_with_order((g[0], g[1], bins))
             .map_err(|_| internal(OP, "a standard g_out"))?;
         let mut g_x = g_x.view_mut().into_dyn();
-        for (item, mut gxn) in g_x.outer_iter_mut().enumerate() {
-            let mut copy = None;
-            let mut planes = match super::plan::planes(gxn.view_mut()) {
-                Some(p) => p,
-                None => super::plan::planes(copy.insert(gxn.as_standard_layout().into_owned()).view_mut())
-                    .ok_or_else(|| internal(OP, "planes of a standard array"))?,
-            };
+        for (item, gxn) in g_x.outer_iter_mut().enumerate() {
             let mine: Vec<usize> = (0..boxes.len()).filter(|&k| boxes[k].item == item).collect();
-            let jobs: Vec<Mutex<ArrayViewMut1<'_, A>>> = planes.outer_iter_mut().map(Mutex::new).collect();
-            let outcome = run_jobs(jobs.len(), false, |ch| {
-                let mut plane = jobs[ch].lock().map_err(|_| BadIndex)?;
+            each_plane_mut(OP, gxn, |ch, mut plane| {
                 for &k in &mine {
-                    let b = &boxes[k];
-                    roi_backward(&b.points, g_out.slice(ndarray::s![k, ch, ..]), plane.view_mut());
+                    roi_backward(
+                        &boxes[k].points,
+                        g_out.slice(ndarray::s![k, ch, ..]),
+                        plane.view_mut(),
+                    );
                 }
-                Ok(())
-            });
-            if outcome.failed() {
-                return Err(internal(OP, "a plane's job failed"));
-            }
-            drop(jobs);
-            if let Some(c) = copy {
-                gxn.assign(&c);
-            }
+            })?;
         }
         Ok(())
     }

@@ -159,11 +159,15 @@ mod pytorch {
             };
             close(&y, &want, tol).unwrap_or_else(|e| panic!("{}: the output {e}", c.name));
             if c.int("dims") == 3 {
-            // The scalar 3-D kernel's input gradient, added in its order: the same bits.
-            let wx = load(c.req("g_x"));
-            assert!(g_x.iter().zip(&wx).all(|(g, w)| g.to_bits() == w.to_bits()), "{}: g_x", c.name);
-        }
-        if interp == Interp::Nearest || c.int("dims") == 3 {
+                // The scalar 3-D kernel's input gradient, added in its order: the same bits.
+                let wx = load(c.req("g_x"));
+                assert!(
+                    g_x.iter().zip(&wx).all(|(g, w)| g.to_bits() == w.to_bits()),
+                    "{}: g_x",
+                    c.name
+                );
+            }
+            if interp == Interp::Nearest || c.int("dims") == 3 {
                 // A nearest sample copies one value, and the 3-D kernel is scalar: the same bits.
                 assert!(
                     y.iter()
