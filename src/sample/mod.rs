@@ -154,10 +154,12 @@ impl SampleElement for f64 {
 /// Results (decision 71): each output element sums its corners' `weight · value` from `0`,
 /// in PyTorch's corner order (the last axis fastest), with PyTorch's weights: `(1 - fx)(1 -
 /// fy)` and so on from `fx = x - floor(x)` in 2-D (its vectorized kernel), `(x₁ - x)(y₁ -
-/// y)(z₁ - z)` in 3-D (its scalar kernel). Bilinear and nearest agree with PyTorch's CPU
-/// kernels to the bit where they read the same corners (a corner outside adds nothing here,
-/// a `0 · w` there: only a zero's sign can differ); bicubic sums its 16 taps in one pass
-/// with weights `wy · wx`, where PyTorch sums rows first, so it agrees to rounding.
+/// y)(z₁ - z)` in 3-D (its scalar kernel). 3-D and nearest are PyTorch 2.15's CPU bits
+/// (a corner outside adds nothing here, a `0 · w` there: only a zero's sign can differ).
+/// 2-D linear is within a few units of the terms' last place: PyTorch's wheel fuses its
+/// vectorized kernel's sum (and unnormalization) into FMAs, where the crate multiplies and
+/// adds, so under cancellation the result's last bits differ. Bicubic sums its 16 taps in
+/// one pass with weights `wy · wx`, where PyTorch sums rows first: to rounding.
 ///
 /// A NaN coordinate (any padding) gives NaN in 2-D linear and cubic, as PyTorch's 2-D
 /// kernel does with zeros padding, and 0 for nearest and in 3-D (PyTorch 2.15's CPU kernel
@@ -236,7 +238,7 @@ pub trait SampleExt<A: SampleElement, D: Dimension> {
     /// // A box on item 1: two bins of one point each.
     /// let opts = RoiAlign::new(1.0).sampling_ratio(1).aligned(true);
     /// let r = x.roi_align(&array![[0.5, 0.5, 2.5, 1.5]], &[1_i64], (1, 2), opts)?;
-    /// assert_eq!(r, array![[[[100.5, 101.5]]]]);
+    /// assert_eq!(r, array![[[[102.0, 103.0]]]]);
     /// # Ok::<(), ndarray_gather::GatherError>(())
     /// ```
     ///
