@@ -19,7 +19,8 @@ pub(super) fn by_planes<S: RawData>(a: &ArrayBase<S, IxDyn>, channel: usize) -> 
     samples_by_planes(s[channel], s[s.len() - 1])
 }
 
-/// `a` with its axes `from..to` merged into one, if their strides allow (row-major).
+/// `a` with its axes `from..to` merged into one, if their strides allow (row-major). The
+/// axes must not be empty (every caller's spatial axes are checked non-empty).
 fn merged<S: RawData>(mut a: ArrayBase<S, IxDyn>, from: usize, to: usize) -> Option<ArrayBase<S, IxDyn>> {
     let last = to - 1;
     for d in (from..last).rev() {
@@ -49,6 +50,7 @@ pub(super) fn rows<S: RawData>(a: ArrayBase<S, IxDyn>) -> Option<ArrayBase<S, nd
         .ok()
 }
 
+/// The error for an argument (`what`) of shape `found`.
 pub(super) fn shape_err(
     op: &'static str,
     what: &'static str,
