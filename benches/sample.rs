@@ -12,7 +12,8 @@
 use std::hint::black_box;
 use std::time::Duration;
 
-use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use criterion::measurement::WallTime;
+use criterion::{BenchmarkGroup, Criterion, Throughput, criterion_group, criterion_main};
 use ndarray::{Array2, Array4, Axis};
 use ndarray_gather::sample::{GridSample, Interp, RoiAlign, SampleExt, SamplePlan};
 
@@ -35,6 +36,16 @@ fn i1() -> (Array4<f32>, Array4<f32>) {
     (x, grid)
 }
 
+/// A workload's group: 10 samples over 3 s, throughput in `bytes`.
+fn group<'c>(c: &'c mut Criterion, id: &str, bytes: usize) -> BenchmarkGroup<'c, WallTime> {
+    let mut g = c.benchmark_group(id);
+    g.throughput(Throughput::Bytes(bytes as u64));
+    g.sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(3));
+    g
+}
+
 fn samples(c: &mut Criterion) {
     let (x, grid) = i1();
     let opts = GridSample::new(Interp::Linear);
@@ -51,11 +62,7 @@ fn samples(c: &mut Criterion) {
     let bytes = x.len() * 4;
     let (src, mut dst) = (vec![1u8; bytes], vec![0u8; bytes]);
 
-    let mut g = c.benchmark_group("I1");
-    g.throughput(Throughput::Bytes(bytes as u64));
-    g.sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
+    let mut g = group(c, "I1", bytes);
     g.bench_function("call", |b| {
         b.iter(|| black_box(x.grid_sample(&grid, opts).unwrap()))
     });
@@ -74,11 +81,7 @@ fn samples(c: &mut Criterion) {
 
     let g_y = x.grid_sample(&grid, opts).unwrap();
     let mut g_x = Array4::<f32>::zeros(x.dim());
-    let mut g = c.benchmark_group("I2");
-    g.throughput(Throughput::Bytes(bytes as u64));
-    g.sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
+    let mut g = group(c, "I2", bytes);
     g.bench_function("backward_into", |b| {
         b.iter(|| {
             g_x.fill(0.0);
@@ -122,11 +125,7 @@ fn rois(c: &mut Criterion) {
     let mut g_x = Array4::<f32>::zeros(x.dim());
     let bytes = y.len() * 4;
     let (src, mut dst) = (vec![1u8; bytes], vec![0u8; bytes]);
-    let mut g = c.benchmark_group("I3");
-    g.throughput(Throughput::Bytes(bytes as u64));
-    g.sample_size(10)
-        .warm_up_time(Duration::from_millis(500))
-        .measurement_time(Duration::from_secs(3));
+    let mut g = group(c, "I3", bytes);
     g.bench_function("roi_align", |b| {
         b.iter(|| black_box(x.roi_align(&boxes, &batch, (7, 7), opts).unwrap()))
     });

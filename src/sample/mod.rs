@@ -164,7 +164,7 @@ impl SampleElement for f64 {
 /// A NaN coordinate (any padding) gives NaN in 2-D linear and cubic, as PyTorch's 2-D
 /// kernel does with zeros padding, and 0 for nearest and in 3-D (PyTorch 2.15's CPU kernel
 /// crashes on a NaN with border or reflection padding, so there is no answer to copy).
-pub trait SampleExt<A: SampleElement, D: Dimension> {
+pub trait SampleExt<A: SampleElement, D: Dimension>: crate::ext::private::Sealed<A, D> {
     /// `F.grid_sample(x, grid, mode, padding_mode, align_corners)`, ONNX `GridSample`: for
     /// each grid point, `x` read at `(x, y[, z])` in `[-1, 1]` (x indexes the last axis).
     /// The output is `[N, C, Ho, Wo]` (`[N, C, Do, Ho, Wo]`), in standard layout.
@@ -190,7 +190,11 @@ pub trait SampleExt<A: SampleElement, D: Dimension> {
     /// `Cubic` in 3-D; [`SizeOverflow`](GatherError::SizeOverflow) for an input of more
     /// than `u32::MAX` pixels per channel.
     #[doc(alias = "GridSample", alias = "grid_sampler")]
-    fn grid_sample(&self, grid: &ArrayRef<A, D>, opts: GridSample) -> Result<Array<A, D>, GatherError>;
+    fn grid_sample(&self, grid: &ArrayRef<A, D>, opts: GridSample) -> Result<Array<A, D>, GatherError> {
+        const OP: &str = "grid_sample";
+        let x = self.array_ref();
+        SamplePlan::build(OP, x.shape(), grid, opts)?.run_fresh(OP, x)
+    }
 
     /// The gradient of `Σ grid_sample(x, grid) · g_y` with respect to the grid, as
     /// PyTorch's autograd gives it (zero for `Nearest`; a clipped coordinate has no slope;
@@ -216,7 +220,9 @@ pub trait SampleExt<A: SampleElement, D: Dimension> {
         grid: &ArrayRef<A, D>,
         g_y: &ArrayRef<A, D>,
         opts: GridSample,
-    ) -> Result<Array<A, D>, GatherError>;
+    ) -> Result<Array<A, D>, GatherError> {
+        grad::grid_grad("grid_sample_backward_grid", self.array_ref(), grid, g_y, opts)
+    }
 
     /// torchvision's `roi_align(x, boxes, output_size, spatial_scale, sampling_ratio,
     /// aligned)` and ONNX `RoiAlign` (decision 73): for `x [N, C, H, W]` and `K` boxes
@@ -255,31 +261,13 @@ pub trait SampleExt<A: SampleElement, D: Dimension> {
         batch_idx: impl IndexArray<I, E>,
         output_size: (usize, usize),
         opts: RoiAlign,
-    ) -> Result<Array<A, D>, GatherError>;
+    ) -> Result<Array<A, D>, GatherError> {
+        opts.forward("roi_align", self.array_ref(), boxes, batch_idx, output_size)
+    }
 }
 
-impl<A: SampleElement, D: Dimension> SampleExt<A, D> for ArrayRef<A, D> {
-    fn grid_sample(&self, grid: &ArrayRef<A, D>, opts: GridSample) -> Result<Array<A, D>, GatherError> {
-        const OP: &str = "grid_sample";
-        SamplePlan::build(OP, self.shape(), grid, opts)?.run_fresh(OP, self)
-    }
-
-    fn grid_sample_backward_grid(
-        &self,
-        grid: &ArrayRef<A, D>,
-        g_y: &ArrayRef<A, D>,
-        opts: GridSample,
-    ) -> Result<Array<A, D>, GatherError> {
-        grad::grid_grad("grid_sample_backward_grid", self, grid, g_y, opts)
-    }
-
-    fn roi_align<I: GatherIndex, E: Dimension>(
-        &self,
-        boxes: &ArrayRef<A, Ix2>,
-        batch_idx: impl IndexArray<I, E>,
-        output_size: (usize, usize),
-        opts: RoiAlign,
-    ) -> Result<Array<A, D>, GatherError> {
-        opts.forward("roi_align", self, boxes, batch_idx, output_size)
-    }
+impl<A: SampleElement, D: Dimension> SampleExt<A, D> for ArrayRef<A, D> {}
+impl<A: SampleElement, S: ndarray::Data<Elem = A>, D: Dimension> SampleExt<A, D>
+    for ndarray::ArrayBase<S, D>
+{
 }

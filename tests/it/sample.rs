@@ -55,18 +55,6 @@ mod pytorch {
         assert!(all.len() >= 30, "{} cases", all.len());
         let mut nan_cases = 0;
         for c in &all {
-            let mode = match c.req("mode") {
-                "bilinear" => Mode::Linear,
-                "nearest" => Mode::Nearest,
-                "bicubic" => Mode::Cubic,
-                m => panic!("{}: mode {m}", c.name),
-            };
-            let padding = match c.req("padding") {
-                "zeros" => Padding::Zeros,
-                "border" => Padding::Border,
-                "reflection" => Padding::Reflection,
-                p => panic!("{}: padding {p}", c.name),
-            };
             let tol = if c.req("dtype") == "f64" { 1e-12 } else { 2e-5 };
             let (x, grid, r) = (load(c.req("x")), load(c.req("grid")), load(c.req("r")));
             nan_cases += usize::from(grid.iter().any(|v| v.is_nan()));
@@ -75,7 +63,7 @@ mod pytorch {
             } else {
                 |v| v as f32 as f64
             };
-            let how = (mode, padding, c.int("align_corners") == 1);
+            let how = reference_how(options(c));
             let (y, gx) = grid_sample(&x, &grid, &r, how, round);
             close(&y, &load(c.req("y")), tol).unwrap_or_else(|e| panic!("{}: the output {e}", c.name));
             close(&gx, &load(c.req("g_x")), tol)
@@ -97,6 +85,25 @@ mod pytorch {
     fn same_bits<A: Float>(a: &ArrayD<A>, b: &ArrayD<A>) -> bool {
         let bits = |v: &A| v.to_f64().unwrap().to_bits();
         a.shape() == b.shape() && a.iter().zip(b).all(|(x, y)| bits(x) == bits(y))
+    }
+
+    /// A fixture case's options (PyTorch's and ONNX's names of the modes).
+    fn options(c: &Case) -> GridSample {
+        let interp = match c.req("mode") {
+            "bilinear" | "linear" => Interp::Linear,
+            "nearest" => Interp::Nearest,
+            "bicubic" | "cubic" => Interp::Cubic,
+            m => panic!("{}: mode {m}", c.name),
+        };
+        let padding = match c.req("padding") {
+            "zeros" => SPadding::Zeros,
+            "border" => SPadding::Border,
+            "reflection" => SPadding::Reflection,
+            p => panic!("{}: padding {p}", c.name),
+        };
+        GridSample::new(interp)
+            .padding(padding)
+            .align_corners(c.int("align_corners") == 1)
     }
 
     /// The crate's grid_sample, input gradient (a plan's `backward_into` on zeros) and grid
@@ -124,19 +131,8 @@ mod pytorch {
     #[test]
     fn grid_sample_is_pytorchs() {
         for c in &cases("SAMPLE_MANIFEST.txt") {
-            let interp = match c.req("mode") {
-                "bilinear" => Interp::Linear,
-                "nearest" => Interp::Nearest,
-                _ => Interp::Cubic,
-            };
-            let padding = match c.req("padding") {
-                "zeros" => SPadding::Zeros,
-                "border" => SPadding::Border,
-                _ => SPadding::Reflection,
-            };
-            let opts = GridSample::new(interp)
-                .padding(padding)
-                .align_corners(c.int("align_corners") == 1);
+            let opts = options(c);
+            let interp = opts.interp();
             let f64s = c.req("dtype") == "f64";
             let [y, g_x, g_grid] = if f64s {
                 crate_case::<f64>(c, opts)
@@ -261,19 +257,7 @@ mod pytorch {
             .collect();
         assert!(all.len() >= 20, "{} cases", all.len());
         for c in &all {
-            let interp = match c.req("mode") {
-                "bilinear" | "linear" => Interp::Linear,
-                "nearest" => Interp::Nearest,
-                _ => Interp::Cubic,
-            };
-            let padding = match c.req("padding") {
-                "zeros" => SPadding::Zeros,
-                "border" => SPadding::Border,
-                _ => SPadding::Reflection,
-            };
-            let opts = GridSample::new(interp)
-                .padding(padding)
-                .align_corners(c.int("align_corners") == 1);
+            let opts = options(c);
             let (x, grid) = (
                 read::<f32>(c.req("x")).unwrap(),
                 read::<f32>(c.req("grid")).unwrap(),
@@ -355,6 +339,21 @@ fn sample_case() -> impl Strategy<Value = SampleCase> {
     })
 }
 
+/// The literal reference's names for the crate's options.
+fn reference_how(opts: GridSample) -> (Mode, Padding, bool) {
+    let mode = match opts.interp() {
+        Interp::Linear => Mode::Linear,
+        Interp::Nearest => Mode::Nearest,
+        Interp::Cubic => Mode::Cubic,
+    };
+    let padding = match opts.padding_mode() {
+        SPadding::Zeros => Padding::Zeros,
+        SPadding::Border => Padding::Border,
+        SPadding::Reflection => Padding::Reflection,
+    };
+    (mode, padding, opts.corners_aligned())
+}
+
 /// The bits of an array's elements in logical order.
 fn bits(a: &ArrayD<f64>) -> Vec<u64> {
     a.iter().map(|v| v.to_bits()).collect()
@@ -393,10 +392,7 @@ proptest! {
         plan.backward_into(&rs, &mut g_std).unwrap();
         prop_assert_eq!(&bits(&g_std), &g_x);
         // The literal reference (f64: no rounding between steps to mimic).
-        let interp = opts.interp();
-        let mode = match interp { Interp::Linear => Mode::Linear, Interp::Nearest => Mode::Nearest, Interp::Cubic => Mode::Cubic };
-        let padding = match opts.padding_mode() { SPadding::Zeros => Padding::Zeros, SPadding::Border => Padding::Border, SPadding::Reflection => Padding::Reflection };
-        let how = (mode, padding, opts.corners_aligned());
+        let how = reference_how(opts);
         let (ry, rgx) = grid_sample(&xs, &gs, &rs, how, |v| v);
         close(&y_std, &ry, 1e-12).map_err(|e| TestCaseError::fail(format!("output {e}")))?;
         close(&g_std, &rgx, 1e-12).map_err(|e| TestCaseError::fail(format!("input gradient {e}")))?;
@@ -660,19 +656,8 @@ fn small_samples_for_miri() {
         let plan = SamplePlan::grid(x.dim(), &grid, opts).unwrap();
         let mut g_x = Array4::zeros(x.dim());
         plan.backward_into(&y.mapv(|_| 1.0), &mut g_x).unwrap();
-        let mode = match interp {
-            Interp::Linear => Mode::Linear,
-            Interp::Nearest => Mode::Nearest,
-            Interp::Cubic => Mode::Cubic,
-        };
         let (xs, gs) = (x.clone().into_dyn(), grid.clone().into_dyn());
-        let (ry, rgx) = grid_sample(
-            &xs,
-            &gs,
-            &y.mapv(|_| 1.0).into_dyn(),
-            (mode, Padding::Reflection, false),
-            |v| v,
-        );
+        let (ry, rgx) = grid_sample(&xs, &gs, &y.mapv(|_| 1.0).into_dyn(), reference_how(opts), |v| v);
         close(&y.into_dyn(), &ry, 1e-12).unwrap();
         close(&g_x.into_dyn(), &rgx, 1e-12).unwrap();
     }
