@@ -76,6 +76,43 @@ impl Isa {
     }
 }
 
+/// Runs `f` compiled for `isa`, which must run on this CPU ([`Isa::detect`]'s or
+/// [`Isa::all_available`]'s): `f` (an `#[inline(always)]` closure, and what it calls
+/// `#[inline]`) is inlined into the tier's `#[target_feature]` function.
+#[inline(always)]
+pub(crate) fn on_tier<R>(isa: Isa, f: impl FnOnce() -> R) -> R {
+    match isa {
+        Isa::Base => f(),
+        // SAFETY: (both) `isa` runs on this CPU (the contract above: every caller's comes
+        // from `Isa::detect` or `Isa::all_available`, which ask the CPU).
+        #[cfg(target_arch = "x86_64")]
+        Isa::Avx2 => unsafe { on_avx2(f) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        Isa::Avx512 => unsafe { on_avx512(f) },
+    }
+}
+
+/// `f` compiled for x86-64-v3 (a `mul_add` is one instruction, `floor` one `roundss`).
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn on_avx2<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
+/// `f` compiled for AVX-512.
+///
+/// # Safety
+/// The CPU has AVX-512 F, VL, DQ and BW.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vl,avx512dq,avx512bw")]
+unsafe fn on_avx512<R>(f: impl FnOnce() -> R) -> R {
+    f()
+}
+
 /// A unit test's choice of set, so that one process runs each tier in turn (the tiers'
 /// tests compare them bit for bit).
 #[cfg(test)]

@@ -292,3 +292,7 @@ pub(crate) const HEAD_ROW_MAX_BYTES: usize = 1024;
 /// corners (12 bytes each, 4 to 16 per point) stay in the L1 cache while every channel
 /// reads them.
 pub(crate) const SAMPLE_BLOCK: usize = 512;
+
+/// The channels of an NCHW input staged as rows per job of `sample`'s forward: a line per
+/// pixel, so that a point's corners are 4 lines.
+pub(crate) const SAMPLE_STAGE_BYTES: usize = 64;

@@ -41,6 +41,7 @@ mod plan;
 mod roi;
 mod shape;
 mod taps;
+mod walk;
 
 pub use plan::SamplePlan;
 pub use roi::RoiAlign;

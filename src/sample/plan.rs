@@ -5,12 +5,14 @@ use std::sync::Mutex;
 
 use ndarray::{Array, Array1, ArrayRef, Axis, Dimension, IxDyn};
 
-use super::shape::{by_planes, check_shapes, each_plane_mut, planes, planes_or_copy, rows, shape_err, spell};
+use super::shape::{by_planes, check_shapes, each_plane_mut, planes, rows, shape_err, spell};
 use super::taps::Reader;
-use super::{GridSample, SampleElement};
+use super::walk::forward;
+use super::{GridSample, Interp, SampleElement};
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
-use crate::kernel::reduce::{Csr, planes_backward, planes_forward};
+use crate::kernel::isa::{Isa, on_tier};
+use crate::kernel::reduce::{Csr, Fold, SampleRows, planes_backward};
 use crate::kernel::schedule::run_jobs;
 use crate::pool::Pooling;
 use crate::prepared::GatherReducePlan;
@@ -47,6 +49,8 @@ pub struct SamplePlan<A> {
     /// The output's spatial sizes.
     out: Vec<usize>,
     items: Vec<Item<A>>,
+    /// How a point's terms fold: PyTorch's kernel's arithmetic for the mode.
+    fold: Fold,
 }
 
 #[derive(Debug, Clone)]
@@ -92,34 +96,45 @@ impl<A: SampleElement> SamplePlan<A> {
         let pixels: usize = sizes.iter().product();
         let reader = Reader { sizes, opts };
         let slots: Vec<Mutex<Option<Item<A>>>> = (0..batch).map(|_| Mutex::new(None)).collect();
-        let item = |n: usize| -> Option<Item<A>> {
-            let points = grid.view().into_dyn().index_axis_move(Axis(0), n);
-            let mut offsets = Vec::with_capacity(out.iter().product::<usize>() + 1);
-            let (mut rows, mut weights) = (Vec::new(), Vec::new());
-            offsets.push(0);
-            let (mut point, mut nan) = ([A::zero(); 3], Vec::new());
-            for (p, lane) in points.lanes(Axis(dims)).into_iter().enumerate() {
-                for (p, &v) in point.iter_mut().zip(lane) {
-                    *p = v;
-                }
-                let is_nan = reader.taps(&point[..dims], |r, w| {
-                    rows.push(r as u32);
-                    weights.push(w);
-                });
-                if is_nan {
-                    nan.push(p);
-                }
-                offsets.push(rows.len());
-            }
-            let csr = Csr::of_runs(offsets, &rows, pixels)?;
-            Some(Item {
-                plan: GatherReducePlan::of_csr(vec![pixels, 1], 0, csr),
-                weights: Array1::from(weights),
-                nan,
-            })
+        let most = match (opts.interp, dims) {
+            (Interp::Nearest, _) => 1,
+            (Interp::Cubic, _) => 16,
+            _ => 1 << dims,
         };
+        let isa = Isa::detect();
         let outcome = run_jobs(batch, false, |n| {
-            let built = item(n);
+            // The taps' `floor` and fused multiply-adds are one instruction each there.
+            let built = on_tier(
+                isa,
+                #[inline(always)]
+                || -> Option<Item<A>> {
+                    let points = grid.view().into_dyn().index_axis_move(Axis(0), n);
+                    let count = out.iter().product::<usize>();
+                    let mut offsets = Vec::with_capacity(count + 1);
+                    let (mut rows, mut weights) =
+                        (Vec::with_capacity(count * most), Vec::with_capacity(count * most));
+                    offsets.push(0);
+                    let mut nan = Vec::new();
+                    // Consecutive coordinate pairs (triples), the grid copied if it is not standard.
+                    let points = points.as_standard_layout();
+                    for (p, point) in points.as_slice()?.chunks_exact(dims).enumerate() {
+                        let is_nan = reader.taps(point, |r, w| {
+                            rows.push(r as u32);
+                            weights.push(w);
+                        });
+                        if is_nan {
+                            nan.push(p);
+                        }
+                        offsets.push(rows.len());
+                    }
+                    let csr = Csr::of_runs(offsets, &rows, pixels)?;
+                    Some(Item {
+                        plan: GatherReducePlan::of_csr(vec![pixels, 1], 0, csr),
+                        weights: Array1::from(weights),
+                        nan,
+                    })
+                },
+            );
             let mut slot = slots[n].lock().map_err(|_| crate::kernel::BadIndex)?;
             *slot = built;
             Ok(())
@@ -137,7 +152,19 @@ impl<A: SampleElement> SamplePlan<A> {
         }
         let mut input = vec![batch];
         input.extend_from_slice(sizes);
-        Ok(SamplePlan { input, out, items })
+        let fold = match (opts.interp, dims) {
+            // PyTorch's vectorized 2-D kernel (its compiler fuses the corner sum).
+            (Interp::Linear, 2) => Fold::Fused { full: 4 },
+            // A copy of the pixel (`x · 1`), or 0 outside.
+            (Interp::Nearest, _) => Fold::Fused { full: 1 },
+            _ => Fold::Plain,
+        };
+        Ok(SamplePlan {
+            input,
+            out,
+            items,
+            fold,
+        })
     }
 
     /// The output's shape for `channels` channels: `[N, C, Ho, Wo]` (`[N, C, Do, Ho, Wo]`).
@@ -253,16 +280,23 @@ impl<A: SampleElement> SamplePlan<A> {
         if x.is_empty() || y.is_empty() {
             return Ok(());
         }
+        let walks: Vec<SampleRows<'_, A>> = self
+            .items
+            .iter()
+            .map(|item| {
+                let weights = item.weights.as_slice().ok_or_else(|| internal(op, "weights"))?;
+                let (csr, rows_below, fold) = (item.plan.csr(), item.plan.shape()[0], self.fold);
+                Ok(SampleRows {
+                    csr,
+                    rows_below,
+                    w: weights,
+                    fold,
+                })
+            })
+            .collect::<Result<_, GatherError>>()?;
+        forward(op, &walks, x, y.view_mut())?;
         for (n, item) in self.items.iter().enumerate() {
-            let (xn, mut yn) = (x.index_axis(Axis(0), n), y.index_axis_mut(Axis(0), n));
-            if !by_planes(&xn, 0)
-                && let (Some(xr), Some(mut yr)) = (rows(xn.clone()), rows(yn.view_mut()))
-            {
-                item.plan
-                    .apply_into(&xr, Pooling::Sum.weighted(&item.weights), &mut yr)?;
-            } else {
-                self.planes_item(op, n, xn, yn.view_mut())?;
-            }
+            let mut yn = y.index_axis_mut(Axis(0), n);
             for &p in &item.nan {
                 // The point's spatial index, row-major over the output's sizes.
                 let mut at = vec![0; self.out.len() + 1];
@@ -279,25 +313,6 @@ impl<A: SampleElement> SamplePlan<A> {
             }
         }
         Ok(())
-    }
-
-    /// One item by planes: `[C, pixels]` of `x` (copied if its axes do not merge) into
-    /// `[C, points]` of `y`, a channel per job.
-    fn planes_item(
-        &self,
-        op: &'static str,
-        n: usize,
-        xn: ndarray::ArrayViewD<'_, A>,
-        yn: ndarray::ArrayViewMutD<'_, A>,
-    ) -> Result<(), GatherError> {
-        let xp = planes_or_copy(op, xn)?;
-        let item = &self.items[n];
-        let weights = item.weights.as_slice().ok_or_else(|| internal(op, "weights"))?;
-        let (csr, pixels) = (item.plan.csr(), item.plan.shape()[0]);
-        each_plane_mut(op, yn, |c, out| {
-            let x = xp.slice(ndarray::s![c..c + 1, ..]);
-            planes_forward(csr, pixels, weights, x, out.insert_axis(Axis(0)), 0);
-        })
     }
 
     /// Adds the input's gradient of `Σ y · g_y` into `g_x` (decision 72): each output's

@@ -5,13 +5,13 @@
 use super::{GridSample, Interp, Padding, SampleElement};
 
 /// `v` as `A` (sizes and small constants: exact).
-#[inline]
+#[inline(always)]
 pub(super) fn cast<A: SampleElement>(v: f64) -> A {
     A::from(v).unwrap_or_else(A::nan)
 }
 
 /// A grid coordinate in `[-1, 1]` as a pixel coordinate of an axis of `size`.
-#[inline]
+#[inline(always)]
 pub(super) fn unnormalize<A: SampleElement>(c: A, size: usize, align: bool) -> A {
     let (one, two, s) = (A::one(), cast::<A>(2.0), cast::<A>(size as f64));
     if align {
@@ -33,7 +33,7 @@ pub(super) fn unnormalize_slope<A: SampleElement>(size: usize, align: bool) -> A
 
 /// `x` clipped into `[0, size - 1]` (a NaN stays NaN), and its slope (none at or beyond a
 /// bound).
-#[inline]
+#[inline(always)]
 fn clip<A: SampleElement>(x: A, size: usize) -> (A, A) {
     let high = cast::<A>(size as f64 - 1.0);
     if x > A::zero() && x < high {
@@ -48,7 +48,7 @@ fn clip<A: SampleElement>(x: A, size: usize) -> (A, A) {
 }
 
 /// `x` reflected into `[twice_low / 2, twice_high / 2]`, and its slope (1 or -1).
-#[inline]
+#[inline(always)]
 fn reflect<A: SampleElement>(x: A, twice_low: A, twice_high: A) -> (A, A) {
     if twice_low == twice_high {
         return (A::zero(), A::zero());
@@ -67,7 +67,7 @@ fn reflect<A: SampleElement>(x: A, twice_low: A, twice_high: A) -> (A, A) {
 }
 
 /// A pixel coordinate after the padding, and the padding's slope.
-#[inline]
+#[inline(always)]
 pub(super) fn pad<A: SampleElement>(x: A, size: usize, padding: Padding, align: bool) -> (A, A) {
     let s = cast::<A>(size as f64);
     let two = cast::<A>(2.0);
@@ -86,9 +86,51 @@ pub(super) fn pad<A: SampleElement>(x: A, size: usize, padding: Padding, align: 
     }
 }
 
+/// PyTorch's vectorized 2-D kernel's pixel coordinate and padding (its nearest, linear
+/// and cubic): `(c + 1)·(size / 2) - 0.5` as one fused multiply-add (its compiler
+/// contracts it; aligned, `(c + 1)·((size - 1) / 2)`, the same value as [`unnormalize`]),
+/// and a reflection by `|x - low| - trunc(|x - low| / 2span)·2span`, fused, folded once.
+#[inline(always)]
+pub(super) fn unnormalize_2d<A: SampleElement>(c: A, size: usize, align: bool) -> A {
+    if align {
+        unnormalize(c, size, align)
+    } else {
+        (c + A::one()).mul_add(cast::<A>(size as f64 / 2.0), cast(-0.5))
+    }
+}
+
+/// [`pad`] as PyTorch's vectorized 2-D kernel computes it (see [`unnormalize_2d`]).
+#[inline(always)]
+pub(super) fn pad_2d<A: SampleElement>(x: A, size: usize, padding: Padding, align: bool) -> (A, A) {
+    if padding != Padding::Reflection {
+        return pad(x, size, padding, align);
+    }
+    let (low, twice_span) = if align {
+        (A::zero(), cast::<A>(2.0 * (size as f64 - 1.0)))
+    } else {
+        (cast::<A>(-0.5), cast::<A>(2.0 * size as f64))
+    };
+    if align && size <= 1 {
+        return (A::zero(), A::zero());
+    }
+    let d = x - low;
+    let a = d.abs();
+    let extra = (-(a / twice_span).trunc()).mul_add(twice_span, a);
+    let flipped = twice_span - extra;
+    let flip = extra > flipped;
+    let r = if flip { flipped } else { extra } + low;
+    let sign = if flip != (d < A::zero()) {
+        -A::one()
+    } else {
+        A::one()
+    };
+    let (c, clip_slope) = clip(r, size);
+    (c, sign * clip_slope)
+}
+
 /// Bicubic convolution's weights of the taps at -1, 0, 1, 2 for fraction `t` (A = -0.75),
 /// as PyTorch writes them.
-#[inline]
+#[inline(always)]
 pub(super) fn cubic_weights<A: SampleElement>(t: A) -> [A; 4] {
     let a = cast::<A>(-0.75);
     let (one, two, three) = (A::one(), cast::<A>(2.0), cast::<A>(3.0));
@@ -100,7 +142,7 @@ pub(super) fn cubic_weights<A: SampleElement>(t: A) -> [A; 4] {
 }
 
 /// The slopes in `t` of [`cubic_weights`].
-#[inline]
+#[inline(always)]
 pub(super) fn cubic_slopes<A: SampleElement>(t: A) -> [A; 4] {
     let a = cast::<A>(-0.75);
     let (one, two, three) = (A::one(), cast::<A>(2.0), cast::<A>(3.0));
@@ -112,7 +154,7 @@ pub(super) fn cubic_slopes<A: SampleElement>(t: A) -> [A; 4] {
 }
 
 /// Where a tap at integer `i` lies on an axis of `size`, if inside.
-#[inline]
+#[inline(always)]
 fn inside<A: SampleElement>(i: A, size: usize) -> Option<usize> {
     (i >= A::zero() && i < cast(size as f64)).then(|| i.to_usize().unwrap_or(0))
 }
@@ -125,15 +167,38 @@ pub(super) struct Reader<'a> {
 }
 
 impl Reader<'_> {
+    /// Grid coordinate `c` as a pixel coordinate of spatial axis `d`: the 2-D kernel's
+    /// arithmetic in 2-D, the scalar 3-D kernel's in 3-D.
+    #[inline(always)]
+    fn coord<A: SampleElement>(&self, c: A, d: usize) -> A {
+        let (size, align) = (self.sizes[d], self.opts.align_corners);
+        if self.sizes.len() == 2 {
+            unnormalize_2d(c, size, align)
+        } else {
+            unnormalize(c, size, align)
+        }
+    }
+
+    /// Pixel coordinate `x` of spatial axis `d` after the padding, and its slope.
+    #[inline(always)]
+    fn pad<A: SampleElement>(&self, x: A, d: usize) -> (A, A) {
+        let (size, o) = (self.sizes[d], self.opts);
+        if self.sizes.len() == 2 {
+            pad_2d(x, size, o.padding, o.align_corners)
+        } else {
+            pad(x, size, o.padding, o.align_corners)
+        }
+    }
+
     /// Calls `tap(pixel, weight)` for each pixel the point (grid coordinates `(x, y[, z])`)
     /// reads, in PyTorch's order; a pixel is row-major over the spatial axes. `true`: the
     /// point reads nothing and its output is NaN.
-    #[inline]
+    #[inline(always)]
     pub fn taps<A: SampleElement>(&self, point: &[A], mut tap: impl FnMut(usize, A)) -> bool {
         let (sizes, o) = (self.sizes, self.opts);
         let dims = sizes.len();
         // Per spatial axis d, its coordinate: x is the last axis.
-        let coord = |d: usize| unnormalize(point[dims - 1 - d], sizes[d], o.align_corners);
+        let coord = |d: usize| self.coord(point[dims - 1 - d], d);
         if point.iter().any(|c| c.is_nan()) {
             // PyTorch's 2-D kernel multiplies a masked 0 by a NaN weight; its nearest and
             // its scalar 3-D kernel read nothing.
@@ -143,7 +208,7 @@ impl Reader<'_> {
             (Interp::Nearest, _) => {
                 let mut at = 0;
                 for (d, &size) in sizes.iter().enumerate() {
-                    let c = pad(coord(d), size, o.padding, o.align_corners).0;
+                    let c = self.pad(coord(d), d).0;
                     match inside(c.nearbyint(), size) {
                         Some(i) => at = at * size + i,
                         None => return false,
@@ -152,8 +217,7 @@ impl Reader<'_> {
                 tap(at, A::one());
             }
             (Interp::Linear, 2) => {
-                let y = pad(coord(0), sizes[0], o.padding, o.align_corners).0;
-                let x = pad(coord(1), sizes[1], o.padding, o.align_corners).0;
+                let (y, x) = (self.pad(coord(0), 0).0, self.pad(coord(1), 1).0);
                 let (y0, x0) = (y.floor(), x.floor());
                 let (fy, fx) = (y - y0, x - x0);
                 if fy.is_nan() || fx.is_nan() {
@@ -173,8 +237,7 @@ impl Reader<'_> {
             (Interp::Linear, _) => {
                 // PyTorch's scalar 3-D kernel: (x₁ - x)(y₁ - y)(z₁ - z) and so on; a NaN
                 // reads nothing.
-                let c: [A; 3] =
-                    std::array::from_fn(|d| pad(coord(d), sizes[d], o.padding, o.align_corners).0);
+                let c: [A; 3] = std::array::from_fn(|d| self.pad(coord(d), d).0);
                 if c.iter().any(|v| v.is_nan()) {
                     return false;
                 }
@@ -209,9 +272,9 @@ impl Reader<'_> {
                 }
                 let (wy, wx) = (cubic_weights(ty), cubic_weights(tx));
                 for (i, wyi) in wy.into_iter().enumerate() {
-                    let yi = pad(y0 + cast((i as f64) - 1.0), sizes[0], o.padding, o.align_corners).0;
+                    let yi = self.pad(y0 + cast((i as f64) - 1.0), 0).0;
                     for (j, wxj) in wx.into_iter().enumerate() {
-                        let xi = pad(x0 + cast((j as f64) - 1.0), sizes[1], o.padding, o.align_corners).0;
+                        let xi = self.pad(x0 + cast((j as f64) - 1.0), 1).0;
                         if let (Some(r), Some(c)) = (inside(yi, sizes[0]), inside(xi, sizes[1])) {
                             tap(r * sizes[1] + c, wyi * wxj);
                         }
@@ -240,7 +303,7 @@ impl Reader<'_> {
         }
         let raw: [A; 3] = std::array::from_fn(|d| {
             if d < dims {
-                unnormalize(point[dims - 1 - d], sizes[d], o.align_corners)
+                self.coord(point[dims - 1 - d], d)
             } else {
                 A::zero()
             }
@@ -263,9 +326,9 @@ impl Reader<'_> {
                 cubic_slopes(tx),
             );
             for i in 0..4 {
-                let yi = pad(y0 + cast((i as f64) - 1.0), sizes[0], o.padding, o.align_corners).0;
+                let yi = self.pad(y0 + cast((i as f64) - 1.0), 0).0;
                 for j in 0..4 {
-                    let xi = pad(x0 + cast((j as f64) - 1.0), sizes[1], o.padding, o.align_corners).0;
+                    let xi = self.pad(x0 + cast((j as f64) - 1.0), 1).0;
                     if let (Some(r), Some(c)) = (inside(yi, sizes[0]), inside(xi, sizes[1])) {
                         tap(r * sizes[1] + c, [dy[i] * wx[j], wy[i] * dx[j], A::zero()]);
                     }
@@ -275,7 +338,7 @@ impl Reader<'_> {
         }
         let mut c = [A::zero(); 3];
         for d in 0..dims {
-            let (v, slope) = pad(raw[d], sizes[d], o.padding, o.align_corners);
+            let (v, slope) = self.pad(raw[d], d);
             c[d] = v;
             scale[d] = slope * scale[d];
         }

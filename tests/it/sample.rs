@@ -140,38 +140,27 @@ mod pytorch {
                 crate_case::<f32>(c, opts)
             };
             let want = load(c.req("y"));
-            // Bilinear and nearest: PyTorch's wheel fuses the weighted sum into FMAs (found by
-            // replaying its arithmetic), the crate multiplies and adds: a few units of the
-            // terms' last place. Bicubic sums its taps in one pass, PyTorch by rows.
-            let eps = if f64s {
-                f64::EPSILON
-            } else {
-                f64::from(f32::EPSILON)
+            let same = |a: &ArrayD<f64>, b: &ArrayD<f64>| {
+                let differ =
+                    |(g, w): &(&f64, &f64)| g.to_bits() != w.to_bits() && !(g.is_nan() && w.is_nan());
+                a.iter().zip(b).filter(differ).count()
             };
-            let tol = if interp == Interp::Cubic {
-                64.0 * eps
+            if interp == Interp::Cubic {
+                // Bicubic sums its 16 taps in one pass, PyTorch by rows.
+                let eps = if f64s {
+                    f64::EPSILON
+                } else {
+                    f64::from(f32::EPSILON)
+                };
+                close(&y, &want, 64.0 * eps).unwrap_or_else(|e| panic!("{}: the output {e}", c.name));
             } else {
-                8.0 * eps
-            };
-            close(&y, &want, tol).unwrap_or_else(|e| panic!("{}: the output {e}", c.name));
+                // Linear and nearest: PyTorch's arithmetic in its order (its 2-D kernel's
+                // fused multiply-adds, its 3-D kernel's plain ones): its bits.
+                assert_eq!(same(&y, &want), 0, "{}: the output's bits", c.name);
+            }
             if c.int("dims") == 3 {
                 // The scalar 3-D kernel's input gradient, added in its order: the same bits.
-                let wx = load(c.req("g_x"));
-                assert!(
-                    g_x.iter().zip(&wx).all(|(g, w)| g.to_bits() == w.to_bits()),
-                    "{}: g_x",
-                    c.name
-                );
-            }
-            if interp == Interp::Nearest || c.int("dims") == 3 {
-                // A nearest sample copies one value, and the 3-D kernel is scalar: the same bits.
-                assert!(
-                    y.iter()
-                        .zip(&want)
-                        .all(|(g, w)| g.to_bits() == w.to_bits() || g.is_nan() && w.is_nan()),
-                    "{}",
-                    c.name
-                );
+                assert_eq!(same(&g_x, &load(c.req("g_x"))), 0, "{}: g_x", c.name);
             }
             let tol = if f64s { 1e-12 } else { 2e-5 };
             close(&g_x, &load(c.req("g_x")), tol)
@@ -394,13 +383,18 @@ proptest! {
         // The literal reference (f64: no rounding between steps to mimic).
         let how = reference_how(opts);
         let (ry, rgx) = grid_sample(&xs, &gs, &rs, how, |v| v);
-        close(&y_std, &ry, 1e-12).map_err(|e| TestCaseError::fail(format!("output {e}")))?;
-        close(&g_std, &rgx, 1e-12).map_err(|e| TestCaseError::fail(format!("input gradient {e}")))?;
+        // Far points: PyTorch's 2-D reflection (`|x| - trunc(|x| / 2span)·2span`) loses
+        // their fraction, which the reference's `fmod` keeps; not compared.
+        let far = |v: f64| v.abs() > 100.0;
+        let lossy = opts.padding_mode() == SPadding::Reflection && gs.iter().any(|v| far(*v));
+        if !lossy {
+            close(&y_std, &ry, 1e-12).map_err(|e| TestCaseError::fail(format!("output {e}")))?;
+            close(&g_std, &rgx, 1e-12).map_err(|e| TestCaseError::fail(format!("input gradient {e}")))?;
+        }
         let g_grid_std = xs.grid_sample_backward_grid(&gs, &rs, opts).unwrap();
         prop_assert_eq!(&bits(&g_grid_std), &g_grid);
         let mut rgg = grid_grad(&xs, &gs, &rs, how, |v| v);
         // Far points: the reference's weights there are not PyTorch's either; not compared.
-        let far = |v: f64| v.abs() > 100.0;
         rgg.zip_mut_with(&gs, |w, p| if far(*p) { *w = f64::NAN });
         let mut got = g_grid_std.clone();
         got.zip_mut_with(&gs, |w, p| if far(*p) { *w = f64::NAN });

@@ -46,7 +46,7 @@ pub(crate) use self::ops::better;
 #[cfg(feature = "mpi")]
 pub(crate) use self::ops::{Prod, RowOp, Sum};
 pub(crate) use self::planes::{
-    RoiFold, RoiPoints, planes_backward, planes_forward, roi_backward, roi_forward,
+    Fold, RoiFold, RoiPoints, SampleRows, planes_backward, roi_backward, roi_forward,
 };
 #[cfg(feature = "mpi")]
 pub(crate) use self::pool::{End, divide_row};

@@ -1,81 +1,207 @@
-//! The walk of a plan's segments by channel planes (`sample`'s NCHW inputs): for a block
-//! of segments, each channel's plane in turn, so that the block's entries are read from
-//! the L1 cache by every channel, and each plane's pixels from a few of its rows.
+//! The interpolating gathers' walks (`sample`): a plan's points folded from pixel rows
+//! (the forward), the plan's adjoint on one channel plane, and RoIAlign's bins.
 //!
-//! Each output element is `0 + w₀·x₀ + w₁·x₁ + …` in entry order: the weighted `Sum`'s
-//! `RowOp`, so the planes and the rows walk give the same bits.
+//! The forward reads rows of `cols` contiguous channels (a channels-last input's own, or
+//! a block of an NCHW input's channels staged as rows) and writes an output row per
+//! point: each element's terms fold in corner order, so every layout gives the same bits.
 
 use std::ops::{Add, Mul};
 
 use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2};
-use num_traits::{Float, Zero};
+use num_traits::Float;
 
 use super::Csr;
+use crate::kernel::isa::{Isa, on_tier};
 
-/// `Σ w[k]·x[row_k]` over entries `k` of `range`, from `0`, in order: one output element.
-/// `x(row)` reads a pixel of the plane.
-#[inline(always)]
-fn dot<A>(entries: &[[u32; 2]], w: &[A], x: impl Fn(usize) -> A) -> A
-where
-    A: Copy + Zero + Add<Output = A> + Mul<Output = A>,
-{
-    if let ([e0, e1, e2, e3], [w0, w1, w2, w3]) = (entries, w) {
-        // A bilinear point inside: the same sum, unrolled.
-        let (x0, x1, x2, x3) = (
-            x(e0[0] as usize),
-            x(e1[0] as usize),
-            x(e2[0] as usize),
-            x(e3[0] as usize),
-        );
-        return A::zero() + *w0 * x0 + *w1 * x1 + *w2 * x2 + *w3 * x3;
-    }
-    let mut acc = A::zero();
-    for (e, &wk) in entries.iter().zip(w) {
-        acc = acc + wk * x(e[0] as usize);
-    }
-    acc
+/// How a point's terms `wₖ·xₖ` fold into its output element.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Fold {
+    /// `0 + w₀·x₀ + w₁·x₁ + …`, each product rounded (PyTorch's scalar kernels: 3-D).
+    Plain,
+    /// `x₀·w₀`, then `fma(xₖ, wₖ, acc)`, and `+ 0` for a point that reads fewer than
+    /// `full` pixels: PyTorch's vectorized 2-D kernel, whose compiler fuses the corner
+    /// sum, and whose masked corners add `0·w`.
+    Fused { full: usize },
 }
 
-/// `out[c, j] = Σ w[k]·x[c, row_k]` over segment `first + j`'s entries, for every channel
-/// `c` (a plan made by `Csr::of_runs(.., rows_below)`: entry `k` is position `k`, its
-/// weight `w[k]`, its row below `rows_below`, which `x`'s columns must reach).
-pub(crate) fn planes_forward<A>(
-    csr: &Csr,
-    rows_below: usize,
-    w: &[A],
-    x: ArrayView2<'_, A>,
-    mut out: ArrayViewMut2<'_, A>,
-    first: usize,
-) where
-    A: Copy + Zero + Add<Output = A> + Mul<Output = A>,
-{
-    let (offsets, entries) = csr.runs();
-    let segs = first..first + out.ncols();
-    if offsets.len() <= segs.end || w.len() < entries.len() || x.ncols() < rows_below {
-        debug_assert!(false, "planes_forward: a plan that does not fit its input");
-        return;
+/// One batch item's plan as the forward walks it: segment `s`'s entries (rows below
+/// `rows_below`, a plan made by `Csr::of_runs(.., rows_below)`) with weights `w`, folded
+/// by `fold`.
+#[derive(Clone, Copy)]
+pub(crate) struct SampleRows<'a, A> {
+    pub csr: &'a Csr,
+    pub rows_below: usize,
+    pub w: &'a [A],
+    pub fold: Fold,
+}
+
+impl<A: Float> SampleRows<'_, A> {
+    /// Whether rows of `cols` channels (`x`: `[rows_below, cols]`) and `points` outputs
+    /// from segment `first` fit the plan.
+    fn fits(&self, x: usize, cols: usize, first: usize, points: usize) -> bool {
+        let (offsets, entries) = self.csr.runs();
+        let fit = cols > 0 && x == self.rows_below * cols && offsets.len() > first + points;
+        fit && self.w.len() >= entries.len()
     }
-    let bounds = |s: usize| offsets[s]..offsets[s + 1];
-    for (xc, mut oc) in x.outer_iter().zip(out.outer_iter_mut()) {
-        match xc.as_slice() {
-            Some(xs) => {
-                for (o, s) in oc.iter_mut().zip(segs.clone()) {
-                    let r = bounds(s);
-                    // SAFETY: every entry's row is below `rows_below` (`Csr::of_runs`
-                    // checked them), which is at most `x.ncols()` = `xs.len()` (checked
-                    // above).
-                    *o = dot(&entries[r.clone()], &w[r], |row| unsafe {
-                        *xs.get_unchecked(row)
-                    });
+
+    /// `out[j, ..]` = segment `first + j` folded from the rows of `x` (`[rows_below,
+    /// cols]`, row-major); `out` is `[points, cols]`, row-major. Compiled for `isa`.
+    pub fn rows(&self, isa: Isa, x: &[A], out: &mut [A], first: usize) {
+        let cols = x.len() / self.rows_below.max(1);
+        if !self.fits(x.len(), cols, first, out.len() / cols.max(1)) {
+            debug_assert!(
+                out.is_empty(),
+                "SampleRows::rows: a plan that does not fit its rows"
+            );
+            return;
+        }
+        on_tier(
+            isa,
+            #[inline(always)]
+            || self.fold_rows(x, out, first),
+        );
+    }
+
+    /// `out[c, j]` = segment `j` folded from planes `x[c, ..]` (`[cb, rows_below]` into
+    /// `[cb, points]`): the planes transposed into `rows` (`x.len()` long), folded into
+    /// `out_rows` (`out.len()` long), transposed back. Compiled for `isa`.
+    pub fn staged(
+        &self,
+        isa: Isa,
+        x: ArrayView2<'_, A>,
+        rows: &mut [A],
+        out_rows: &mut [A],
+        out: ArrayViewMut2<'_, A>,
+    ) {
+        let cb = x.nrows();
+        let fit = x.ncols() == self.rows_below && out.nrows() == cb && rows.len() == x.len();
+        if !(fit && out_rows.len() == out.len() && self.fits(rows.len(), cb, 0, out.ncols())) {
+            debug_assert!(
+                out.is_empty(),
+                "SampleRows::staged: a plan that does not fit its planes"
+            );
+            return;
+        }
+        on_tier(
+            isa,
+            #[inline(always)]
+            || {
+                to_rows(x, rows);
+                self.fold_rows(rows, out_rows, 0);
+                from_rows(out_rows, out);
+            },
+        );
+    }
+
+    /// The fold of every output row (the arguments checked by `fits`).
+    #[inline(always)]
+    fn fold_rows(&self, x: &[A], out: &mut [A], first: usize) {
+        let (offsets, entries) = self.csr.runs();
+        let cols = x.len() / self.rows_below;
+        let row = |e: &[u32; 2]| &x[e[0] as usize * cols..][..cols];
+        for (j, o) in out.chunks_exact_mut(cols).enumerate() {
+            let r = offsets[first + j]..offsets[first + j + 1];
+            let (e, w) = (&entries[r.clone()], &self.w[r]);
+            match (self.fold, e, w) {
+                (Fold::Fused { .. }, [e0, e1, e2, e3], &[w0, w1, w2, w3]) => {
+                    // A bilinear point inside: the fused chain, one pass.
+                    let (x0, x1, x2, x3) = (row(e0), row(e1), row(e2), row(e3));
+                    for ((((o, &a), &b), &c), &d) in o.iter_mut().zip(x0).zip(x1).zip(x2).zip(x3) {
+                        *o = d.mul_add(w3, c.mul_add(w2, b.mul_add(w1, a * w0)));
+                    }
                 }
-            }
-            None => {
-                for (o, s) in oc.iter_mut().zip(segs.clone()) {
-                    let r = bounds(s);
-                    *o = dot(&entries[r.clone()], &w[r], |row| xc[row]);
+                (Fold::Fused { full }, ..) => {
+                    o.fill(A::zero());
+                    for (k, (e, &wk)) in e.iter().zip(w).enumerate() {
+                        for (o, &v) in o.iter_mut().zip(row(e)) {
+                            *o = if k == 0 { v * wk } else { v.mul_add(wk, *o) };
+                        }
+                    }
+                    if e.len() < full {
+                        o.iter_mut().for_each(|o| *o = *o + A::zero());
+                    }
+                }
+                (Fold::Plain, ..) => {
+                    o.fill(A::zero());
+                    for (e, &wk) in e.iter().zip(w) {
+                        for (o, &v) in o.iter_mut().zip(row(e)) {
+                            *o = *o + wk * v;
+                        }
+                    }
                 }
             }
         }
+    }
+}
+
+/// The side of the square blocks the transposes move through registers.
+const SIDE: usize = 8;
+
+/// `planes` `[cb, pixels]` as rows: `rows[p·cb + c] = planes[c, p]`.
+#[inline(always)]
+fn to_rows<A: Float>(planes: ArrayView2<'_, A>, rows: &mut [A]) {
+    let (cb, n) = planes.dim();
+    let slices = planes
+        .outer_iter()
+        .map(|p| p.to_slice())
+        .collect::<Option<Vec<&[A]>>>();
+    let (Some(slices), 0) = (slices, cb % SIDE) else {
+        rows.iter_mut().zip(planes.t()).for_each(|(r, &v)| *r = v);
+        return;
+    };
+    let whole = n - n % SIDE;
+    for p0 in (0..whole).step_by(SIDE) {
+        for (c0, group) in slices.chunks_exact(SIDE).enumerate() {
+            let mut block = [[A::zero(); SIDE]; SIDE];
+            for (b, plane) in block.iter_mut().zip(group) {
+                b.copy_from_slice(&plane[p0..p0 + SIDE]);
+            }
+            for (i, row) in rows[p0 * cb..].chunks_exact_mut(cb).take(SIDE).enumerate() {
+                let dst = &mut row[c0 * SIDE..c0 * SIDE + SIDE];
+                for (j, d) in dst.iter_mut().enumerate() {
+                    *d = block[j][i];
+                }
+            }
+        }
+    }
+    for (p, row) in rows.chunks_exact_mut(cb).enumerate().skip(whole) {
+        row.iter_mut().zip(&slices).for_each(|(r, s)| *r = s[p]);
+    }
+}
+
+/// Rows `[points, cb]` into `planes` `[cb, points]`: `planes[c, p] = rows[p·cb + c]`.
+#[inline(always)]
+fn from_rows<A: Float>(rows: &[A], mut planes: ArrayViewMut2<'_, A>) {
+    let (cb, n) = planes.dim();
+    let all = match planes.as_slice_mut() {
+        Some(all) if cb % SIDE == 0 => all,
+        _ => {
+            planes
+                .view_mut()
+                .reversed_axes()
+                .iter_mut()
+                .zip(rows)
+                .for_each(|(o, &v)| *o = v);
+            return;
+        }
+    };
+    let mut slices: Vec<&mut [A]> = all.chunks_exact_mut(n.max(1)).collect();
+    let whole = n - n % SIDE;
+    for p0 in (0..whole).step_by(SIDE) {
+        for (c0, group) in slices.chunks_exact_mut(SIDE).enumerate() {
+            let mut block = [[A::zero(); SIDE]; SIDE];
+            for (i, row) in rows[p0 * cb..].chunks_exact(cb).take(SIDE).enumerate() {
+                block[i].copy_from_slice(&row[c0 * SIDE..c0 * SIDE + SIDE]);
+            }
+            for (j, plane) in group.iter_mut().enumerate() {
+                for (i, d) in plane[p0..p0 + SIDE].iter_mut().enumerate() {
+                    *d = block[i][j];
+                }
+            }
+        }
+    }
+    for (p, row) in rows.chunks_exact(cb).enumerate().skip(whole) {
+        row.iter().zip(slices.iter_mut()).for_each(|(&v, s)| s[p] = v);
     }
 }
 
@@ -209,6 +335,73 @@ pub(crate) fn roi_backward<A: Float>(p: &RoiPoints<A>, g: ArrayView1<'_, A>, mut
             for (&r, &w) in r.iter().zip(w) {
                 if let Some(e) = g_x.get_mut(r as usize) {
                     *e = *e + gs * w / p.count;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The literal folds of one element, for `rows_forward`'s tiers to match.
+    fn literal(fold: Fold, terms: &[(f32, f32)]) -> f32 {
+        match fold {
+            Fold::Plain => terms.iter().fold(0.0, |acc, &(w, x)| acc + w * x),
+            Fold::Fused { full } => {
+                let Some((&(w0, x0), rest)) = terms.split_first() else {
+                    return 0.0;
+                };
+                let acc = rest.iter().fold(x0 * w0, |acc, &(w, x)| x.mul_add(w, acc));
+                if terms.len() < full { acc + 0.0 } else { acc }
+            }
+        }
+    }
+
+    /// Every tier folds each point as the literal loop, to the bit: the unrolled bilinear
+    /// point, fewer and more entries, none, a `-0` term (kept by a point of every corner,
+    /// `+0` for one that misses a corner), at widths that fill a vector and that do not.
+    #[test]
+    fn every_tier_folds_as_the_literal_loop() {
+        let points: [&[u32]; 6] = [&[], &[2], &[0, 1, 3, 4], &[4, 4, 0], &[1, 2, 3, 4, 0], &[5]];
+        let mut offsets = vec![0];
+        let rows: Vec<u32> = points.iter().flat_map(|p| p.iter().copied()).collect();
+        points
+            .iter()
+            .for_each(|p| offsets.push(offsets.last().unwrap_or(&0) + p.len()));
+        let csr = Csr::of_runs(offsets, &rows, 6).expect("rows below 6");
+        let w: Vec<f32> = (0..rows.len()).map(|k| k as f32 * 0.37 - 0.5).collect();
+        for cols in [1, 3, 16, 17] {
+            let mut x: Vec<f32> = (0..6 * cols)
+                .map(|i| ((i * 7919 % 23) as f32 - 11.0) / 7.0)
+                .collect();
+            x[5 * cols..].fill(-0.0);
+            for fold in [Fold::Plain, Fold::Fused { full: 4 }, Fold::Fused { full: 1 }] {
+                let mut want = Vec::new();
+                let mut k = 0;
+                for p in points {
+                    for c in 0..cols {
+                        let terms: Vec<(f32, f32)> = p
+                            .iter()
+                            .zip(&w[k..])
+                            .map(|(&r, &w)| (w, x[r as usize * cols + c]))
+                            .collect();
+                        want.push(literal(fold, &terms).to_bits());
+                    }
+                    k += p.len();
+                }
+                for isa in Isa::all_available() {
+                    let mut out = vec![f32::NAN; points.len() * cols];
+                    SampleRows {
+                        csr: &csr,
+                        rows_below: 6,
+                        w: &w,
+                        fold,
+                    }
+                    .rows(isa, &x, &mut out, 0);
+                    let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(got, want, "{isa:?} {fold:?} cols {cols}");
                 }
             }
         }
