@@ -5,14 +5,14 @@ use std::sync::Mutex;
 
 use ndarray::{Array, Array1, ArrayRef, Axis, Dimension, IxDyn};
 
-use super::shape::{by_planes, check_shapes, each_plane_mut, planes, rows, shape_err, spell};
+use super::shape::{by_planes, check_shapes, planes, rows, shape_err, spell};
 use super::taps::Reader;
-use super::walk::forward;
+use super::walk::{backward_planes, forward};
 use super::{GridSample, Interp, SampleElement};
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::kernel::isa::{Isa, on_tier};
-use crate::kernel::reduce::{Csr, Fold, SampleRows, planes_backward};
+use crate::kernel::reduce::{Csr, Fold, SampleRows};
 use crate::kernel::schedule::run_jobs;
 use crate::pool::Pooling;
 use crate::prepared::GatherReducePlan;
@@ -366,10 +366,15 @@ impl<A: SampleElement> SamplePlan<A> {
                 continue;
             }
             let gp = planes(gyn).ok_or_else(|| internal(OP, "planes of g_y"))?;
-            let weights = item.weights.as_slice().ok_or_else(|| internal(OP, "weights"))?;
-            each_plane_mut(OP, gxn, |c, plane| {
-                planes_backward(item.plan.csr(), weights, gp.row(c), plane)
-            })?;
+            let w = item.weights.as_slice().ok_or_else(|| internal(OP, "weights"))?;
+            let (csr, rows_below) = (item.plan.csr(), item.plan.shape()[0]);
+            let walk = SampleRows {
+                csr,
+                rows_below,
+                w,
+                fold: self.fold,
+            };
+            backward_planes(OP, &walk, gp, gxn)?;
         }
         Ok(())
     }

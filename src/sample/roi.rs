@@ -8,7 +8,7 @@ use std::sync::Mutex;
 use ndarray::{Array, ArrayRef, ArrayViewMut2, Axis, Dimension, Ix2, IxDyn};
 
 use super::SampleElement;
-use super::shape::{each_plane_mut, planes_or_copy, shape_err};
+use super::shape::{each_block_mut, planes_or_copy, shape_err};
 use crate::call::zeros;
 use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
@@ -337,12 +337,12 @@ impl RoiAlign {
         let mut g_x = g_x.view_mut().into_dyn();
         for (item, gxn) in g_x.outer_iter_mut().enumerate() {
             let mine: Vec<usize> = (0..boxes.len()).filter(|&k| boxes[k].item == item).collect();
-            each_plane_mut(OP, gxn, |ch, mut plane| {
+            each_block_mut(OP, gxn, 1, |ch, mut plane| {
                 for &k in &mine {
                     roi_backward(
                         &boxes[k].points,
                         g_out.slice(ndarray::s![k, ch, ..]),
-                        plane.view_mut(),
+                        plane.row_mut(0),
                     );
                 }
             })?;

@@ -3,7 +3,7 @@
 
 use std::sync::Mutex;
 
-use ndarray::{ArrayBase, ArrayViewMut1, ArrayViewMutD, Axis, IxDyn, RawData};
+use ndarray::{ArrayBase, ArrayViewMut2, ArrayViewMutD, Axis, IxDyn, RawData};
 
 use super::{GridSample, Interp};
 use crate::error::{GatherError, internal};
@@ -122,24 +122,32 @@ pub(super) fn planes_or_copy<'a, A: Clone>(
         .map_err(|_| internal(op, "planes of a standard array"))
 }
 
-/// Runs `job(c, plane)` on each channel plane `[pixels]` of a mutable item `[C, spatial..]`,
-/// a channel per job (copied into standard layout first, and back after, if its axes do not
-/// merge).
-pub(super) fn each_plane_mut<A: Clone + Send>(
+/// Runs `job(c0, planes)` on each block of `block` channel planes `[block, pixels]` of a
+/// mutable item `[C, spatial..]` (the last block may be shorter), a block per job (copied
+/// into standard layout first, and back after, if its axes do not merge).
+pub(super) fn each_block_mut<A: Clone + Send>(
     op: &'static str,
     mut item: ArrayViewMutD<'_, A>,
-    job: impl Fn(usize, ArrayViewMut1<'_, A>) + Sync,
+    block: usize,
+    job: impl Fn(usize, ArrayViewMut2<'_, A>) + Sync,
 ) -> Result<(), GatherError> {
     let mut copy = None;
-    let mut planes = match planes(item.view_mut()) {
+    let mut rest = match planes(item.view_mut()) {
         Some(p) => p,
         None => planes(copy.insert(item.as_standard_layout().into_owned()).view_mut())
             .ok_or_else(|| internal(op, "planes of a standard array"))?,
     };
-    let jobs: Vec<Mutex<ArrayViewMut1<'_, A>>> = planes.outer_iter_mut().map(Mutex::new).collect();
-    let outcome = run_jobs(jobs.len(), false, |c| {
-        let mut plane = jobs[c].lock().map_err(|_| BadIndex)?;
-        job(c, plane.view_mut());
+    let (mut jobs, mut c0) = (Vec::new(), 0);
+    while rest.nrows() > 0 {
+        let k = block.max(1).min(rest.nrows());
+        let (head, tail) = rest.split_at(Axis(0), k);
+        jobs.push(Mutex::new((c0, head)));
+        (rest, c0) = (tail, c0 + k);
+    }
+    let outcome = run_jobs(jobs.len(), false, |j| {
+        let mut planes = jobs[j].lock().map_err(|_| BadIndex)?;
+        let (c0, ref mut planes) = *planes;
+        job(c0, planes.view_mut());
         Ok(())
     });
     if outcome.failed() {

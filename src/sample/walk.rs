@@ -6,10 +6,10 @@
 
 use std::sync::Mutex;
 
-use ndarray::{Array, ArrayViewD, ArrayViewMut2, ArrayViewMutD, Axis, CowArray, Ix2, s};
+use ndarray::{Array, ArrayView2, ArrayViewD, ArrayViewMut2, ArrayViewMutD, Axis, CowArray, Ix2, s};
 
 use super::SampleElement;
-use super::shape::{planes, planes_or_copy, rows};
+use super::shape::{each_block_mut, planes, planes_or_copy, rows};
 use crate::error::{GatherError, internal};
 use crate::kernel::BadIndex;
 use crate::kernel::isa::Isa;
@@ -129,4 +129,27 @@ pub(super) fn forward<A: SampleElement>(
         return Err(internal(op, "a forward job failed"));
     }
     Ok(())
+}
+
+/// Adds `item`'s adjoint into one item's input gradient `g_x` (`[C, spatial..]`) from its
+/// output gradient planes `g_y` (`[C, points]`), staged a block of channels per job as the
+/// forward.
+pub(super) fn backward_planes<A: SampleElement>(
+    op: &'static str,
+    item: &SampleRows<'_, A>,
+    g_y: ArrayView2<'_, A>,
+    g_x: ArrayViewMutD<'_, A>,
+) -> Result<(), GatherError> {
+    let (isa, buffers) = (Isa::detect(), Mutex::new(Vec::<(Vec<A>, Vec<A>)>::new()));
+    let cb = (SAMPLE_STAGE_BYTES / size_of::<A>()).max(1);
+    each_block_mut(op, g_x, cb, |c0, mut block| {
+        let g = g_y.slice(s![c0..c0 + block.nrows(), ..]);
+        let mut pair = buffers.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default();
+        pair.0.resize(g.len(), A::zero());
+        pair.1.resize(block.len(), A::zero());
+        item.staged_backward(isa, g, &mut pair.0, &mut pair.1, block.view_mut());
+        if let Ok(mut pool) = buffers.lock() {
+            pool.push(pair);
+        }
+    })
 }

@@ -5,8 +5,6 @@
 //! a block of an NCHW input's channels staged as rows) and writes an output row per
 //! point: each element's terms fold in corner order, so every layout gives the same bits.
 
-use std::ops::{Add, Mul};
-
 use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2};
 use num_traits::Float;
 
@@ -91,6 +89,56 @@ impl<A: Float> SampleRows<'_, A> {
                 from_rows(out_rows, out);
             },
         );
+    }
+
+    /// Adds the plan's adjoint into planes `g_x` (`[cb, rows_below]`) from planes `g_y`
+    /// (`[cb, points]`): `g_x[c, row] += w · g_y[c, s]` for each segment `s` in order and
+    /// its entries in order (each element's contributions in output order). Staged as the
+    /// forward: `g_y` and `g_x` transposed into `g_rows` and `x_rows`, added, `g_x` back.
+    pub fn staged_backward(
+        &self,
+        isa: Isa,
+        g_y: ArrayView2<'_, A>,
+        g_rows: &mut [A],
+        x_rows: &mut [A],
+        g_x: ArrayViewMut2<'_, A>,
+    ) {
+        let cb = g_y.nrows();
+        let points = self.csr.runs().0.len().saturating_sub(1);
+        let fit = g_x.dim() == (cb, self.rows_below) && g_y.ncols() == points && g_rows.len() == g_y.len();
+        if !(fit && x_rows.len() == g_x.len() && self.fits(x_rows.len(), cb, 0, points)) {
+            debug_assert!(
+                g_x.is_empty(),
+                "SampleRows::staged_backward: a plan that does not fit its planes"
+            );
+            return;
+        }
+        on_tier(
+            isa,
+            #[inline(always)]
+            || {
+                to_rows(g_y, g_rows);
+                to_rows(g_x.view(), x_rows);
+                self.add_rows(g_rows, x_rows);
+                from_rows(x_rows, g_x);
+            },
+        );
+    }
+
+    /// The adjoint's additions (the arguments checked by `staged_backward`).
+    #[inline(always)]
+    fn add_rows(&self, g: &[A], x: &mut [A]) {
+        let (offsets, entries) = self.csr.runs();
+        let cols = x.len() / self.rows_below;
+        for (s, gs) in g.chunks_exact(cols).enumerate().take(offsets.len() - 1) {
+            let r = offsets[s]..offsets[s + 1];
+            for (e, &w) in entries[r.clone()].iter().zip(&self.w[r]) {
+                let dst = &mut x[e[0] as usize * cols..][..cols];
+                for (d, &g) in dst.iter_mut().zip(gs) {
+                    *d = *d + w * g;
+                }
+            }
+        }
     }
 
     /// The fold of every output row (the arguments checked by `fits`).
@@ -202,23 +250,6 @@ fn from_rows<A: Float>(rows: &[A], mut planes: ArrayViewMut2<'_, A>) {
     }
     for (p, row) in rows.chunks_exact(cb).enumerate().skip(whole) {
         row.iter().zip(slices.iter_mut()).for_each(|(&v, s)| s[p] = v);
-    }
-}
-
-/// `g_x[row_k] += w[k]·g_y[s]` for every segment `s` in order and its entries in order:
-/// one channel plane of the input's gradient, each element's contributions in output
-/// order.
-pub(crate) fn planes_backward<A>(csr: &Csr, w: &[A], g_y: ArrayView1<'_, A>, mut g_x: ArrayViewMut1<'_, A>)
-where
-    A: Copy + Add<Output = A> + Mul<Output = A>,
-{
-    let (offsets, entries) = csr.runs();
-    for (s, &g) in g_y.iter().enumerate().take(offsets.len().saturating_sub(1)) {
-        let r = offsets[s]..offsets[s + 1];
-        for (e, &wk) in entries[r.clone()].iter().zip(&w[r]) {
-            let row = e[0] as usize;
-            g_x[row] = g_x[row] + wk * g;
-        }
     }
 }
 
