@@ -152,15 +152,16 @@ impl SampleElement for f64 {
 /// or `x [N, C, D, H, W]` with a grid `[N, Do, Ho, Wo, 3]`; any layout (a channels-last
 /// view too: the channel stride is just a stride).
 ///
-/// Results (decision 71): each output element sums its corners' `weight · value` from `0`,
-/// in PyTorch's corner order (the last axis fastest), with PyTorch's weights: `(1 - fx)(1 -
-/// fy)` and so on from `fx = x - floor(x)` in 2-D (its vectorized kernel), `(x₁ - x)(y₁ -
-/// y)(z₁ - z)` in 3-D (its scalar kernel). 3-D and nearest are PyTorch 2.15's CPU bits
-/// (a corner outside adds nothing here, a `0 · w` there: only a zero's sign can differ).
-/// 2-D linear is within a few units of the terms' last place: PyTorch's wheel fuses its
-/// vectorized kernel's sum (and unnormalization) into FMAs, where the crate multiplies and
-/// adds, so under cancellation the result's last bits differ. Bicubic sums its 16 taps in
-/// one pass with weights `wy · wx`, where PyTorch sums rows first: to rounding.
+/// Results (decision 71): PyTorch 2.15's CPU bits for linear and nearest, 2-D and 3-D. Each
+/// output element folds its corners' `weight · value` in PyTorch's corner order (the last
+/// axis fastest) with PyTorch's weights and arithmetic: in 2-D its vectorized kernel's, as
+/// its x86-64 wheel compiles it (the unnormalization `(c + 1)·(size / 2) - 0.5` and the
+/// corner sum `fma(x₃, w₃, fma(x₂, w₂, fma(x₁, w₁, x₀·w₀)))` fused, the weights `(1 -
+/// fx)(1 - fy)` and so on from `fx = x - floor(x)`, a reflection by `trunc`); in 3-D its
+/// scalar kernel's (`0 + w₀·x₀ + …`, weights `(x₁ - x)(y₁ - y)(z₁ - z)`). A corner outside
+/// adds nothing here, a `0 · w` there: only a zero's sign can differ. Every instruction-set
+/// tier gives the same bits (decision 60; a fused multiply-add on each). Bicubic sums its
+/// 16 taps in one pass with weights `wy · wx`, where PyTorch sums rows first: to rounding.
 ///
 /// A NaN coordinate (any padding) gives NaN in 2-D linear and cubic, as PyTorch's 2-D
 /// kernel does with zeros padding, and 0 for nearest and in 3-D (PyTorch 2.15's CPU kernel

@@ -25,10 +25,11 @@ use crate::shape::ShapeArg;
 /// and any layout. Applying gives the same bits as `grid_sample`; its backward adds each
 /// output's gradient into the pixels it read, with the same weights.
 ///
-/// Each item's corners are a [`GatherReducePlan`] over the input's pixels (a channels-last
-/// input's rows are its pixels' channels, walked by the gather-reduce's own walk); an
-/// input whose channels lie farther apart than its pixels (NCHW) is walked a channel plane
-/// at a time over the same plan. 12 bytes per corner and 8 per output point.
+/// Each item's corners are a [`GatherReducePlan`] over the input's pixels: a channels-last
+/// input's rows (its pixels' channels) are folded in place; an input whose channels lie
+/// farther apart than its pixels (NCHW) is staged 64 bytes of channels at a time (its
+/// planes transposed into rows, folded, transposed back), so that a corner is one cache
+/// line. 12 bytes per corner and 8 per output point.
 ///
 /// ```
 /// use ndarray::{Array4, array};
