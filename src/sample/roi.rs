@@ -345,6 +345,7 @@ impl RoiAlign {
                         plane.row_mut(0),
                     );
                 }
+                Ok(())
             })?;
         }
         Ok(())

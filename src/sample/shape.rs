@@ -129,7 +129,7 @@ pub(super) fn each_block_mut<A: Clone + Send>(
     op: &'static str,
     mut item: ArrayViewMutD<'_, A>,
     block: usize,
-    job: impl Fn(usize, ArrayViewMut2<'_, A>) + Sync,
+    job: impl Fn(usize, ArrayViewMut2<'_, A>) -> Result<(), BadIndex> + Sync,
 ) -> Result<(), GatherError> {
     let mut copy = None;
     let mut rest = match planes(item.view_mut()) {
@@ -147,8 +147,7 @@ pub(super) fn each_block_mut<A: Clone + Send>(
     let outcome = run_jobs(jobs.len(), false, |j| {
         let mut planes = jobs[j].lock().map_err(|_| BadIndex)?;
         let (c0, ref mut planes) = *planes;
-        job(c0, planes.view_mut());
-        Ok(())
+        job(c0, planes.view_mut())
     });
     if outcome.failed() {
         return Err(internal(op, "a plane's job failed"));

@@ -108,7 +108,7 @@ pub(super) fn forward<A: SampleElement>(
                 let (item, Some(Source::Rows(x))) = (&items[n], s.get(n)) else {
                     return Err(BadIndex);
                 };
-                item.rows(isa, x, out, first);
+                item.rows(isa, x, out, first)?;
             }
             (&mut Task::Planes { n, c0, ref mut out }, s) => {
                 let (item, Some(Source::Planes(x))) = (&items[n], s.get(n)) else {
@@ -119,7 +119,7 @@ pub(super) fn forward<A: SampleElement>(
                 let (x_rows, y_rows) = (&mut pair.0, &mut pair.1);
                 x_rows.resize(block.len(), A::zero());
                 y_rows.resize(out.len(), A::zero());
-                item.staged(isa, block, x_rows, y_rows, out.view_mut());
+                item.staged(isa, block, x_rows, y_rows, out.view_mut())?;
                 buffers.lock().map_err(|_| BadIndex)?.push(pair);
             }
         }
@@ -147,9 +147,10 @@ pub(super) fn backward_planes<A: SampleElement>(
         let mut pair = buffers.lock().ok().and_then(|mut p| p.pop()).unwrap_or_default();
         pair.0.resize(g.len(), A::zero());
         pair.1.resize(block.len(), A::zero());
-        item.staged_backward(isa, g, &mut pair.0, &mut pair.1, block.view_mut());
+        item.staged_backward(isa, g, &mut pair.0, &mut pair.1, block.view_mut())?;
         if let Ok(mut pool) = buffers.lock() {
             pool.push(pair);
         }
+        Ok(())
     })
 }

@@ -8,7 +8,7 @@
 use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2};
 use num_traits::Float;
 
-use super::Csr;
+use super::{BadIndex, Csr};
 use crate::kernel::isa::{Isa, on_tier};
 
 /// How a point's terms `wₖ·xₖ` fold into its output element.
@@ -44,25 +44,27 @@ impl<A: Float> SampleRows<'_, A> {
 
     /// `out[j, ..]` = segment `first + j` folded from the rows of `x` (`[rows_below,
     /// cols]`, row-major); `out` is `[points, cols]`, row-major. Compiled for `isa`.
-    pub fn rows(&self, isa: Isa, x: &[A], out: &mut [A], first: usize) {
+    /// `Err` for arguments that do not fit the plan (nothing written).
+    pub fn rows(&self, isa: Isa, x: &[A], out: &mut [A], first: usize) -> Result<(), BadIndex> {
         let cols = x.len() / self.rows_below.max(1);
-        if !self.fits(x.len(), cols, first, out.len() / cols.max(1)) {
-            debug_assert!(
-                out.is_empty(),
-                "SampleRows::rows: a plan that does not fit its rows"
-            );
-            return;
+        if out.is_empty() {
+            return Ok(());
+        }
+        if !self.fits(x.len(), cols, first, out.len() / cols.max(1)) || !out.len().is_multiple_of(cols) {
+            return Err(BadIndex);
         }
         on_tier(
             isa,
             #[inline(always)]
             || self.fold_rows(x, out, first),
         );
+        Ok(())
     }
 
     /// `out[c, j]` = segment `j` folded from planes `x[c, ..]` (`[cb, rows_below]` into
     /// `[cb, points]`): the planes transposed into `rows` (`x.len()` long), folded into
-    /// `out_rows` (`out.len()` long), transposed back. Compiled for `isa`.
+    /// `out_rows` (`out.len()` long), transposed back. Compiled for `isa`. `Err` for
+    /// arguments that do not fit the plan (nothing written).
     pub fn staged(
         &self,
         isa: Isa,
@@ -70,15 +72,14 @@ impl<A: Float> SampleRows<'_, A> {
         rows: &mut [A],
         out_rows: &mut [A],
         out: ArrayViewMut2<'_, A>,
-    ) {
+    ) -> Result<(), BadIndex> {
         let cb = x.nrows();
+        if out.is_empty() {
+            return Ok(());
+        }
         let fit = x.ncols() == self.rows_below && out.nrows() == cb && rows.len() == x.len();
         if !(fit && out_rows.len() == out.len() && self.fits(rows.len(), cb, 0, out.ncols())) {
-            debug_assert!(
-                out.is_empty(),
-                "SampleRows::staged: a plan that does not fit its planes"
-            );
-            return;
+            return Err(BadIndex);
         }
         on_tier(
             isa,
@@ -89,12 +90,14 @@ impl<A: Float> SampleRows<'_, A> {
                 from_rows(out_rows, out);
             },
         );
+        Ok(())
     }
 
     /// Adds the plan's adjoint into planes `g_x` (`[cb, rows_below]`) from planes `g_y`
     /// (`[cb, points]`): `g_x[c, row] += w · g_y[c, s]` for each segment `s` in order and
     /// its entries in order (each element's contributions in output order). Staged as the
     /// forward: `g_y` and `g_x` transposed into `g_rows` and `x_rows`, added, `g_x` back.
+    /// `Err` for arguments that do not fit the plan (nothing written).
     pub fn staged_backward(
         &self,
         isa: Isa,
@@ -102,16 +105,15 @@ impl<A: Float> SampleRows<'_, A> {
         g_rows: &mut [A],
         x_rows: &mut [A],
         g_x: ArrayViewMut2<'_, A>,
-    ) {
+    ) -> Result<(), BadIndex> {
         let cb = g_y.nrows();
+        if g_x.is_empty() {
+            return Ok(());
+        }
         let points = self.csr.runs().0.len().saturating_sub(1);
         let fit = g_x.dim() == (cb, self.rows_below) && g_y.ncols() == points && g_rows.len() == g_y.len();
         if !(fit && x_rows.len() == g_x.len() && self.fits(x_rows.len(), cb, 0, points)) {
-            debug_assert!(
-                g_x.is_empty(),
-                "SampleRows::staged_backward: a plan that does not fit its planes"
-            );
-            return;
+            return Err(BadIndex);
         }
         on_tier(
             isa,
@@ -123,6 +125,7 @@ impl<A: Float> SampleRows<'_, A> {
                 from_rows(x_rows, g_x);
             },
         );
+        Ok(())
     }
 
     /// The adjoint's additions (the arguments checked by `staged_backward`).
@@ -430,7 +433,8 @@ mod tests {
                         w: &w,
                         fold,
                     }
-                    .rows(isa, &x, &mut out, 0);
+                    .rows(isa, &x, &mut out, 0)
+                    .expect("the rows fit the plan");
                     let got: Vec<u32> = out.iter().map(|v| v.to_bits()).collect();
                     assert_eq!(got, want, "{isa:?} {fold:?} cols {cols}");
                 }
