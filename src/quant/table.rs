@@ -21,6 +21,8 @@ use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::BadIndex;
 #[cfg(feature = "half")]
+use crate::kernel::isa::Isa;
+#[cfg(feature = "half")]
 use crate::kernel::reduce::Halves;
 use crate::kernel::reduce::{
     Entries, Erased, ErasedFn, Geometry, Pooler, QRow, Quantized, RowSource, sorted_quantized, walk_segments,
@@ -615,5 +617,6 @@ fn halves<H: Copy, const BF: bool>(
     walk(&Halves {
         base: h.as_ptr().cast::<u16>(),
         stride: h.strides()[0],
+        f16c: Isa::detect() > Isa::Base,
     })
 }

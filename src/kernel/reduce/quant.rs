@@ -8,9 +8,9 @@
 use super::Geometry;
 use super::ops::RowOp;
 use super::runs::{RowSource, Slot};
-#[cfg(feature = "half")]
-use crate::half_bits::widen_bf16;
 use crate::half_bits::widen_f16;
+#[cfg(feature = "half")]
+use crate::half_bits::{widen_bf16, widen_f16_row};
 use crate::kernel::prefetch::prefetch_block;
 use crate::plan::policy::REDUCE_BLOCK;
 
@@ -219,6 +219,8 @@ fn pool_widened<Op: RowOp<f32>>(to: Slot<'_, '_, f32>, w: f32, mut widen: impl F
 pub(crate) struct Halves<const BF: bool> {
     pub base: *const u16,
     pub stride: isize,
+    /// The CPU has F16C (the walk's tier is AVX2 or wider).
+    pub f16c: bool,
 }
 
 // SAFETY: the walk's threads only read the rows (shared `&[u16]`).
@@ -249,8 +251,12 @@ impl<const BF: bool> RowSource<f32> for Halves<BF> {
         let w = to.weight::<Op>();
         // Each block of values widened in registers, then the pooling's own `f32` step.
         pool_widened::<Op>(to, w, |at, x| {
-            for (x, &h) in x.iter_mut().zip(&row[at..]) {
-                *x = if BF { widen_bf16(h) } else { widen_f16(h) };
+            if BF {
+                x.iter_mut()
+                    .zip(&row[at..])
+                    .for_each(|(x, &h)| *x = widen_bf16(h));
+            } else {
+                widen_f16_row(self.f16c, &row[at..], x);
             }
         });
     }
