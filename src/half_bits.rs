@@ -73,6 +73,7 @@ pub(crate) fn widen_f16(h: u16) -> f32 {
 /// `x[i] = widen_f16(h[i])` for every `i` of `x` (`h` at least as long): eight at a time
 /// with F16C's `vcvtph2ps` where `f16c` says the CPU has it (one instruction where the
 /// portable widening takes eight; the same bits, NaNs quiet).
+#[cfg(feature = "half")]
 #[inline(always)]
 pub(crate) fn widen_f16_row(f16c: bool, h: &[u16], x: &mut [f32]) {
     let h = &h[..x.len()];
@@ -89,7 +90,7 @@ pub(crate) fn widen_f16_row(f16c: bool, h: &[u16], x: &mut [f32]) {
 ///
 /// # Safety
 /// The CPU has F16C and AVX; `h` is as long as `x`.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(feature = "half", target_arch = "x86_64"))]
 #[inline]
 #[target_feature(enable = "avx,f16c")]
 unsafe fn widen_f16c(h: &[u16], x: &mut [f32]) {
@@ -146,6 +147,7 @@ mod tests {
         assert_eq!(from_f16(0xfc00), f32::NEG_INFINITY);
     }
 
+    #[cfg(feature = "half")]
     #[test]
     fn every_tier_widens_rows_to_the_same_bits() {
         let h: Vec<u16> = (0..=u16::MAX).collect();

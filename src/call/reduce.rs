@@ -6,9 +6,9 @@ use ndarray::{Array, ArrayRef, Dimension};
 
 use crate::axis::normalize_axis;
 use crate::call::resolve::resolve_slice;
-use crate::call::zeros;
+use crate::call::{Fit, Raw, zeros};
 use crate::error::{GatherError, internal};
-use crate::index::GatherIndex;
+use crate::index::{GatherIndex, IndexMode};
 use crate::index::{Raise, Resolve};
 use crate::kernel::BadIndex;
 use crate::kernel::reduce::{
@@ -16,8 +16,10 @@ use crate::kernel::reduce::{
 };
 use crate::kernel::schedule::both;
 use crate::layout::{checked_len, unravel};
-use crate::plan::reduce::ReduceWalk;
+use crate::lower::Lowering;
+use crate::plan::reduce::{ReduceWalk, sums_by_scatter};
 use crate::pool::{Pool, PoolElement, Pooling};
+use crate::reduce::Add;
 use crate::segments::{Checked, Segments};
 use crate::table::PoolTable;
 
@@ -590,5 +592,50 @@ pub(crate) fn segment_reduce<A: PoolElement, D: Dimension, J: GatherIndex>(
             detail: format!("cannot skip index {v}: segment_reduce reads no indices"),
         });
     }
+    if let Checked::Ids(ids, n) = segs
+        && matches!(out, Out::Fresh | Out::Into(_))
+        && pool.pooling == Pooling::Sum
+        && pool.weights.is_none()
+        && pool.fill.is_none()
+    {
+        let frame = Frame::new(op, x, axis, n, pool.clone(), positions);
+        if sums_by_scatter(frame.row_bytes(), frame.out_bytes()) {
+            let dim = frame.out_dim()?;
+            return match out {
+                Out::Into(o) => {
+                    if o.shape() != dim.slice() {
+                        return Err(GatherError::OutputShape {
+                            op,
+                            expected: dim.slice().to_vec(),
+                            found: o.shape().to_vec(),
+                        });
+                    }
+                    o.fill(A::zero());
+                    add_by_ids(op, x, axis, ids, o).map(|()| Done::Into)
+                }
+                _ => {
+                    let mut o = zeros(op, dim)?;
+                    add_by_ids(op, x, axis, ids, &mut o).map(|()| Done::Fresh(o))
+                }
+            };
+        }
+    }
     reduce(op, x, axis, &Identity, positions, segs, pool, out)
+}
+
+/// `out[.., ids[p], ..] += x[.., p, ..]` along `axis` in position order: the scatter's
+/// `index_add` (`out` of `x`'s shape but `axis`; the ids checked, in `0..` its length, so
+/// the scatter reads them once, unchecked).
+fn add_by_ids<A: PoolElement, D: Dimension, J: GatherIndex>(
+    op: &'static str,
+    x: &ArrayRef<A, D>,
+    axis: usize,
+    ids: ndarray::ArrayView1<'_, J>,
+    out: &mut ArrayRef<A, D>,
+) -> Result<(), GatherError> {
+    let zero = [J::ZERO];
+    let views = (Raw::of_mut(out), Raw::of(&ids));
+    Lowering::gather(axis)
+        .call(op, None, views, &zero, IndexMode::Raise)?
+        .scatter_with(x, Fit::Exact, Add, true)
 }

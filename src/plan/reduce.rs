@@ -94,6 +94,14 @@ impl ReduceWalk {
     }
 }
 
+/// Whether a `Sum` by ids (no weights, no fill) of rows of `row_bytes` into an output of
+/// `out_bytes` is the scatter's `index_add` into zeros: the same additions in position
+/// order (`0 + x` first), and where the output stays in the caches and rows are narrow,
+/// a position is a third of the walk by ids' bookkeeping (R2: PERFORMANCE.md#gather-reduce).
+pub(crate) fn sums_by_scatter(row_bytes: usize, out_bytes: usize) -> bool {
+    row_bytes <= REDUCE_SPAN_SORT_MAX_ROW_BYTES && out_bytes < REDUCE_SORT_MIN_OUT_BYTES
+}
+
 /// How many jobs a gather-reduce by sorted segments runs in, gathering `bytes` bytes into
 /// `segments` segments: one (the calling thread) when small, else jobs of about
 /// [`REDUCE_JOB_BYTES`], at least two per thread.
