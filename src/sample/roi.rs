@@ -1,11 +1,11 @@
 //! RoIAlign (decision 73): each box's bins as groups of sampling points, each point its 4
-//! bilinear corners and weights (torchvision's and ONNX Runtime's arithmetic), walked a
-//! channel plane at a time (`kernel/reduce/planes.rs`); its backward adds into the input's
-//! planes, box by box in order.
+//! bilinear corners and weights (torchvision's and ONNX Runtime's arithmetic), folded on
+//! lanes of a block of channels staged as rows (`kernel/reduce/planes.rs: roi_staged`);
+//! its backward adds into the input's planes, box by box in order.
 
 use std::sync::Mutex;
 
-use ndarray::{Array, ArrayRef, ArrayViewMut2, Axis, Dimension, Ix2, IxDyn};
+use ndarray::{Array, ArrayRef, ArrayViewMut3, Axis, Dimension, Ix2, IxDyn, s};
 
 use super::SampleElement;
 use super::shape::{each_block_mut, planes_or_copy, shape_err};
@@ -14,8 +14,10 @@ use crate::error::{GatherError, internal};
 use crate::index::GatherIndex;
 use crate::indices::IndexArray;
 use crate::kernel::BadIndex;
-use crate::kernel::reduce::{RoiFold, RoiPoints, roi_backward, roi_forward};
+use crate::kernel::isa::Isa;
+use crate::kernel::reduce::{ROI_LANES, RoiFold, RoiPoints, roi_backward, roi_staged};
 use crate::kernel::schedule::run_jobs;
+use crate::plan::policy::SAMPLE_STAGE_BYTES;
 
 /// The options of [`roi_align`](super::SampleExt::roi_align): torchvision's
 /// `roi_align(input, boxes, output_size, spatial_scale, sampling_ratio, aligned)` and ONNX
@@ -255,19 +257,31 @@ impl RoiAlign {
                 .map(|i| planes_or_copy(op, x.index_axis(Axis(0), i)))
                 .collect::<Result<Vec<_>, _>>()?;
             let fold = if self.max { RoiFold::Max } else { RoiFold::Mean };
-            // A channel per job, every box in turn: the channel's planes stay in the
-            // caches while every box reads them.
+            // Each item's boxes (their places in the output).
+            let mut by_item: Vec<Vec<(usize, &RoiPoints<A>)>> = vec![Vec::new(); n];
+            for (k, b) in boxes.iter().enumerate() {
+                by_item[b.item].push((k, &b.points));
+            }
+            // A block of 64 bytes of channels per job, every item in turn: its planes
+            // staged as rows once (in the caches), then every box of the item reads them.
+            let cb = (SAMPLE_STAGE_BYTES / size_of::<A>()).clamp(1, ROI_LANES);
             let mut by_bin = y
                 .view_mut()
                 .into_shape_with_order((boxes.len(), c, bins))
                 .map_err(|_| internal(op, "a fresh output"))?;
-            let jobs: Vec<Mutex<ArrayViewMut2<'_, A>>> =
-                by_bin.axis_iter_mut(Axis(1)).map(Mutex::new).collect();
-            let outcome = run_jobs(jobs.len(), false, |ch| {
-                let mut out = jobs[ch].lock().map_err(|_| BadIndex)?;
-                for (b, o) in boxes.iter().zip(out.outer_iter_mut()) {
-                    roi_forward(&b.points, fold, planes[b.item].row(ch), o);
+            let jobs: Vec<Mutex<ArrayViewMut3<'_, A>>> =
+                by_bin.axis_chunks_iter_mut(Axis(1), cb).map(Mutex::new).collect();
+            let (isa, buffers) = (Isa::detect(), Mutex::new(Vec::<Vec<A>>::new()));
+            let outcome = run_jobs(jobs.len(), false, |j| {
+                let mut out = jobs[j].lock().map_err(|_| BadIndex)?;
+                let c0 = j * cb;
+                let mut rows = buffers.lock().map_err(|_| BadIndex)?.pop().unwrap_or_default();
+                for (planes, boxes) in planes.iter().zip(&by_item) {
+                    let block = planes.slice(s![c0..c0 + out.shape()[1], ..]);
+                    rows.resize(block.len(), A::zero());
+                    roi_staged(isa, fold, block, &mut rows, boxes, out.view_mut())?;
                 }
+                buffers.lock().map_err(|_| BadIndex)?.push(rows);
                 Ok(())
             });
             if outcome.failed() {

@@ -215,22 +215,18 @@ mod pytorch {
             let want = load(c.req("y"));
             if c.req("source") == "torchvision" {
                 // torchvision's arithmetic in its order: its bits.
-                assert_eq!(y.shape(), want.shape(), "{}", c.name);
-                for (i, (g, w)) in y.iter().zip(&want).enumerate() {
-                    assert!(
-                        g.to_bits() == w.to_bits(),
-                        "{}: output {i}: {g}, torchvision {w}",
-                        c.name
-                    );
-                }
-                let (g_x, want) = (g_x.unwrap(), load(c.req("g_x")));
-                for (i, (g, w)) in g_x.iter().zip(&want).enumerate() {
-                    assert!(
-                        g.to_bits() == w.to_bits(),
-                        "{}: input gradient {i}: {g}, torchvision {w}",
-                        c.name
-                    );
-                }
+                let same = |got: &ArrayD<f64>, want: &ArrayD<f64>, what: &str| {
+                    assert_eq!(got.shape(), want.shape(), "{}: the {what}'s shape", c.name);
+                    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+                        assert!(
+                            g.to_bits() == w.to_bits(),
+                            "{}: {what} {i}: {g}, torchvision {w}",
+                            c.name
+                        );
+                    }
+                };
+                same(&y, &want, "output");
+                same(&g_x.unwrap(), &load(c.req("g_x")), "input gradient");
             } else {
                 // ONNX Runtime scales the boxes in f32: within its rounding.
                 close(&y, &want, 1e-5).unwrap_or_else(|e| panic!("{}: the output {e}", c.name));

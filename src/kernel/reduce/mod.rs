@@ -45,7 +45,7 @@ pub(crate) use self::runs::RowSource;
 pub(crate) use self::ops::better;
 #[cfg(feature = "mpi")]
 pub(crate) use self::ops::{Prod, RowOp, Sum};
-pub(crate) use self::planes::{Fold, RoiFold, RoiPoints, SampleRows, roi_backward, roi_forward};
+pub(crate) use self::planes::{Fold, ROI_LANES, RoiFold, RoiPoints, SampleRows, roi_backward, roi_staged};
 #[cfg(feature = "mpi")]
 pub(crate) use self::pool::{End, divide_row};
 pub(crate) use self::sort::Csr;

@@ -5,7 +5,7 @@
 //! a block of an NCHW input's channels staged as rows) and writes an output row per
 //! point: each element's terms fold in corner order, so every layout gives the same bits.
 
-use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2};
+use ndarray::{ArrayView1, ArrayView2, ArrayViewMut1, ArrayViewMut2, ArrayViewMut3, Axis};
 use num_traits::Float;
 
 use super::{BadIndex, Csr};
@@ -309,55 +309,82 @@ impl<A: Float> RoiPoints<A> {
     }
 }
 
-/// One box on one channel plane: `out[s]` folds bin `s`'s points.
-pub(crate) fn roi_forward<A: Float>(
-    p: &RoiPoints<A>,
+/// The most channels [`roi_staged`] folds at once (64 bytes of `f32`).
+pub(crate) const ROI_LANES: usize = 16;
+
+/// RoIAlign's bins of a block of `cb` channel planes `x` (`[cb, below]`, `cb` at most
+/// [`ROI_LANES`]) for each `(k, points)` of `boxes`, into `out[k]` (`[cb, bins]`): the
+/// planes transposed once into `rows` (`x.len()` long), then each point's corners read as
+/// rows of `cb` lanes, each lane [`RoiFold`]'s arithmetic in its order (its bits).
+/// Compiled for `isa`. `Err` for arguments that do not fit (nothing written).
+pub(crate) fn roi_staged<A: Float>(
+    isa: Isa,
     fold: RoiFold,
-    x: ArrayView1<'_, A>,
-    out: ArrayViewMut1<'_, A>,
-) {
-    match x.as_slice() {
-        Some(xs) if xs.len() >= p.below => {
-            // SAFETY: every row is below `p.below` (`RoiPoints::new` checked them), which is
-            // at most `xs.len()` (checked just above).
-            roi_bins(p, fold, |r| unsafe { *xs.get_unchecked(r as usize) }, out)
-        }
-        _ => roi_bins(
-            p,
-            fold,
-            |r| x.get(r as usize).copied().unwrap_or_else(A::zero),
-            out,
-        ),
+    x: ArrayView2<'_, A>,
+    rows: &mut [A],
+    boxes: &[(usize, &RoiPoints<A>)],
+    mut out: ArrayViewMut3<'_, A>,
+) -> Result<(), BadIndex> {
+    let (cb, below) = x.dim();
+    let fit = cb <= ROI_LANES && rows.len() == x.len() && out.shape()[1] == cb;
+    let boxes_fit = boxes.iter().all(|&(k, p)| k < out.shape()[0] && p.below == below);
+    if !(fit && boxes_fit) {
+        return Err(BadIndex);
     }
+    if cb == 0 {
+        return Ok(());
+    }
+    on_tier(
+        isa,
+        #[inline(always)]
+        || {
+            to_rows(x, rows);
+            for &(k, p) in boxes {
+                roi_lanes(p, fold, rows, out.index_axis_mut(Axis(0), k));
+            }
+        },
+    );
+    Ok(())
 }
 
+/// One box's bins from rows of `cb = out.nrows()` lanes: `out[c, s]` folds bin `s`'s
+/// points on lane `c`.
 #[inline(always)]
-fn roi_bins<A: Float>(p: &RoiPoints<A>, fold: RoiFold, v: impl Fn(u32) -> A, mut out: ArrayViewMut1<'_, A>) {
-    for (s, o) in out.iter_mut().enumerate() {
-        *o = match fold {
-            RoiFold::Mean => {
-                let mut acc = A::zero();
-                for (r, w) in p.bin(s) {
-                    acc = acc + (w[0] * v(r[0]) + w[1] * v(r[1]) + w[2] * v(r[2]) + w[3] * v(r[3]));
+fn roi_lanes<A: Float>(p: &RoiPoints<A>, fold: RoiFold, rows: &[A], mut out: ArrayViewMut2<'_, A>) {
+    let cb = out.nrows();
+    let mut acc = [A::zero(); ROI_LANES];
+    let acc = &mut acc[..cb];
+    for s in 0..out.ncols() {
+        let mut any = false;
+        acc.fill(A::zero());
+        for (r, w) in p.bin(s) {
+            let x = |k: usize| &rows[r[k] as usize * cb..][..cb];
+            let lanes = acc.iter_mut().zip(x(0)).zip(x(1)).zip(x(2)).zip(x(3));
+            match fold {
+                RoiFold::Mean => {
+                    for ((((a, &x0), &x1), &x2), &x3) in lanes {
+                        *a = *a + (w[0] * x0 + w[1] * x1 + w[2] * x2 + w[3] * x3);
+                    }
                 }
-                acc / p.count
-            }
-            RoiFold::Max => {
-                let mut acc = None;
-                for (r, w) in p.bin(s) {
-                    let m = keep(
-                        keep(keep(w[0] * v(r[0]), w[1] * v(r[1])), w[2] * v(r[2])),
-                        w[3] * v(r[3]),
-                    );
-                    acc = Some(acc.map_or(m, |a| keep(a, m)));
+                RoiFold::Max => {
+                    for ((((a, &x0), &x1), &x2), &x3) in lanes {
+                        let m = keep(keep(keep(w[0] * x0, w[1] * x1), w[2] * x2), w[3] * x3);
+                        *a = if any { keep(*a, m) } else { m };
+                    }
                 }
-                acc.unwrap_or_else(A::zero)
             }
-        };
+            any = true;
+        }
+        for (o, &a) in out.column_mut(s).iter_mut().zip(acc.iter()) {
+            *o = match fold {
+                RoiFold::Mean => a / p.count,
+                RoiFold::Max => a,
+            };
+        }
     }
 }
 
-/// The adjoint of [`roi_forward`]'s mean on one channel plane of one box: for each bin in
+/// The adjoint of [`roi_staged`]'s mean on one channel plane of one box: for each bin in
 /// order, each point inside the input (weights not all 0), its 4 corners
 /// `g_x[p] += g · w / count` (torchvision's order).
 pub(crate) fn roi_backward<A: Float>(p: &RoiPoints<A>, g: ArrayView1<'_, A>, mut g_x: ArrayViewMut1<'_, A>) {
