@@ -4,7 +4,7 @@
 
 use std::sync::Mutex;
 
-use ndarray::{Array, ArrayRef, ArrayViewMut2, Axis, Dimension, IxDyn};
+use ndarray::{Array, ArrayRef, ArrayViewMut2, Axis, CowArray, Dimension, Ix2, IxDyn};
 
 use super::shape::{check_shapes, planes_or_copy};
 use super::taps::Reader;
@@ -14,6 +14,18 @@ use crate::error::{GatherError, internal};
 use crate::kernel::BadIndex;
 use crate::kernel::schedule::run_jobs;
 use crate::plan::policy::SAMPLE_BLOCK;
+
+/// `v` in standard layout (copied if it is not), so that a tap is one index into a slice.
+fn standard<A: Clone>(v: CowArray<'_, A, Ix2>) -> CowArray<'_, A, Ix2> {
+    if v.is_standard_layout() {
+        v
+    } else {
+        v.as_standard_layout().into_owned().into()
+    }
+}
+
+/// The most pixels a point reads for its slopes: bicubic's 16 (trilinear's 8).
+const MAX_TAPS: usize = 16;
 
 pub(super) fn grid_grad<A: SampleElement, D: Dimension>(
     op: &'static str,
@@ -47,8 +59,8 @@ pub(super) fn grid_grad<A: SampleElement, D: Dimension>(
             .map_err(|_| internal(op, "a fresh gradient's shape"))?;
         let mut jobs = Vec::new();
         for (n, item) in flat.axis_chunks_iter_mut(Axis(0), points).enumerate() {
-            let xp = planes_or_copy(op, x.index_axis(Axis(0), n))?;
-            let gp = planes_or_copy(op, g_y.index_axis(Axis(0), n))?;
+            let xp = standard(planes_or_copy(op, x.index_axis(Axis(0), n))?);
+            let gp = standard(planes_or_copy(op, g_y.index_axis(Axis(0), n))?);
             let pts = grid.index_axis(Axis(0), n);
             let pts = pts
                 .to_shape((points, dims))
@@ -67,6 +79,10 @@ pub(super) fn grid_grad<A: SampleElement, D: Dimension>(
             let mut job = jobs[j].lock().map_err(|_| BadIndex)?;
             let (ref shared, first, ref mut block) = *job;
             let (xp, gp, pts) = (&shared.0, &shared.1, &shared.2);
+            let (Some(xs), Some(gs)) = (xp.as_slice(), gp.as_slice()) else {
+                return Err(BadIndex);
+            };
+            let (hw, np) = (xp.ncols(), gp.ncols());
             for (i, mut row) in block.outer_iter_mut().enumerate() {
                 let p = first + i;
                 let mut at = [A::zero(); 3];
@@ -75,16 +91,25 @@ pub(super) fn grid_grad<A: SampleElement, D: Dimension>(
                 }
                 let point = &at[..dims];
                 let mut acc = [A::zero(); 3];
-                let mut taps: Vec<(usize, [A; 3])> = Vec::with_capacity(16);
-                let Some(scale) = reader.slopes(point, |at, s| taps.push((at, s))) else {
+                // At most 16 taps (bicubic's), on the stack.
+                let mut taps = [(0usize, [A::zero(); 3]); MAX_TAPS];
+                let mut n = 0;
+                let Some(scale) = reader.slopes(point, |at, s| {
+                    if let Some(t) = taps.get_mut(n) {
+                        *t = (at, s);
+                    }
+                    n += 1;
+                }) else {
                     row.fill(A::nan());
                     continue;
                 };
+                let taps = taps.get(..n).ok_or(BadIndex)?;
                 for ch in 0..c {
-                    let gv = gp[[ch, p]];
+                    let gv = gs[ch * np + p];
+                    let plane = &xs[ch * hw..(ch + 1) * hw];
                     let mut sum = [A::zero(); 3];
-                    for &(at, s) in &taps {
-                        let v = xp[[ch, at]];
+                    for &(at, s) in taps {
+                        let v = plane[at];
                         for d in 0..dims {
                             sum[d] += s[d] * v;
                         }
