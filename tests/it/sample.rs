@@ -198,13 +198,19 @@ mod pytorch {
         (wide(y), g_x)
     }
 
-    #[test]
-    fn roi_align_is_torchvisions_and_onnx_runtimes() {
+    /// `ROI_MANIFEST.txt`'s cases of `op`, at least `at_least` of them.
+    fn roi_manifest(op: &str, at_least: usize) -> Vec<Case> {
         let all: Vec<Case> = cases("ROI_MANIFEST.txt")
             .into_iter()
-            .filter(|c| c.op == "roi_align")
+            .filter(|c| c.op == op)
             .collect();
-        assert!(all.len() >= 15, "{} cases", all.len());
+        assert!(all.len() >= at_least, "{} cases of {op}", all.len());
+        all
+    }
+
+    #[test]
+    fn roi_align_is_torchvisions_and_onnx_runtimes() {
+        let all = roi_manifest("roi_align", 15);
         for c in &all {
             let f64s = c.req("dtype") == "f64";
             let (y, g_x) = if f64s {
@@ -236,11 +242,7 @@ mod pytorch {
 
     #[test]
     fn grid_sample_is_onnx_runtimes() {
-        let all: Vec<Case> = cases("ROI_MANIFEST.txt")
-            .into_iter()
-            .filter(|c| c.op == "grid_sample")
-            .collect();
-        assert!(all.len() >= 20, "{} cases", all.len());
+        let all = roi_manifest("grid_sample", 20);
         for c in &all {
             let opts = options(c);
             let (x, grid) = (
