@@ -3,6 +3,9 @@
 //! round to nearest, ties to even (the `half` crate is optional: these are all the
 //! quantizers and the half rows' walk need).
 
+#[cfg(feature = "half")]
+use crate::kernel::isa::Isa;
+
 /// The half-precision bits nearest `x` (ties to even); overflow gives an infinity, NaN
 /// stays NaN.
 pub(crate) fn to_f16(x: f32) -> u16 {
@@ -71,18 +74,20 @@ pub(crate) fn widen_f16(h: u16) -> f32 {
 }
 
 /// `x[i] = widen_f16(h[i])` for every `i` of `x` (`h` at least as long): eight at a time
-/// with F16C's `vcvtph2ps` where `f16c` says the CPU has it (one instruction where the
-/// portable widening takes eight; the same bits, NaNs quiet).
+/// with F16C's `vcvtph2ps` on the AVX2 and AVX-512 tiers (one instruction where the
+/// portable widening takes eight; the same bits, NaNs quiet). `isa` runs on this CPU, as
+/// [`on_tier`](crate::kernel::isa::on_tier)'s.
 #[cfg(feature = "half")]
 #[inline(always)]
-pub(crate) fn widen_f16_row(f16c: bool, h: &[u16], x: &mut [f32]) {
+pub(crate) fn widen_f16_row(isa: Isa, h: &[u16], x: &mut [f32]) {
     let h = &h[..x.len()];
     #[cfg(target_arch = "x86_64")]
-    if f16c {
-        // SAFETY: the caller's `f16c`: the CPU has F16C (and so AVX).
+    if isa > Isa::Base {
+        // SAFETY: `isa` runs on this CPU (every `Isa` comes from `Isa::detect` or
+        // `Isa::all_available`, which ask it), and both wider tiers have F16C and AVX.
         return unsafe { widen_f16c(h, x) };
     }
-    let _ = f16c;
+    let _ = isa;
     x.iter_mut().zip(h).for_each(|(x, &h)| *x = widen_f16(h));
 }
 
@@ -152,15 +157,14 @@ mod tests {
     fn every_tier_widens_rows_to_the_same_bits() {
         let h: Vec<u16> = (0..=u16::MAX).collect();
         let want: Vec<u32> = h.iter().map(|&h| from_f16(h).to_bits()).collect();
-        let f16c = crate::kernel::isa::Isa::detect() > crate::kernel::isa::Isa::Base;
-        for f16c in [false, f16c] {
+        for isa in Isa::all_available() {
             // Every length's remainder: rows of 1-17 values from every start.
             for len in 1..=17 {
                 for (at, h) in h.chunks(len).enumerate() {
                     let mut x = vec![0.0f32; h.len()];
-                    widen_f16_row(f16c, h, &mut x);
+                    widen_f16_row(isa, h, &mut x);
                     for (i, x) in x.iter().enumerate() {
-                        assert_eq!(x.to_bits(), want[at * len + i], "{:#06x}, F16C {f16c}", h[i]);
+                        assert_eq!(x.to_bits(), want[at * len + i], "{:#06x}, {isa:?}", h[i]);
                     }
                 }
             }

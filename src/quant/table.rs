@@ -617,6 +617,6 @@ fn halves<H: Copy, const BF: bool>(
     walk(&Halves {
         base: h.as_ptr().cast::<u16>(),
         stride: h.strides()[0],
-        f16c: Isa::detect() > Isa::Base,
+        isa: Isa::detect(),
     })
 }

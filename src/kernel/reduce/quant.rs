@@ -11,6 +11,8 @@ use super::runs::{RowSource, Slot};
 use crate::half_bits::widen_f16;
 #[cfg(feature = "half")]
 use crate::half_bits::{widen_bf16, widen_f16_row};
+#[cfg(feature = "half")]
+use crate::kernel::isa::Isa;
 use crate::kernel::prefetch::prefetch_block;
 use crate::plan::policy::REDUCE_BLOCK;
 
@@ -219,8 +221,8 @@ fn pool_widened<Op: RowOp<f32>>(to: Slot<'_, '_, f32>, w: f32, mut widen: impl F
 pub(crate) struct Halves<const BF: bool> {
     pub base: *const u16,
     pub stride: isize,
-    /// The CPU has F16C (the walk's tier is AVX2 or wider).
-    pub f16c: bool,
+    /// The walk's tier (F16C widens the rows on the AVX2 and AVX-512 ones).
+    pub isa: Isa,
 }
 
 // SAFETY: the walk's threads only read the rows (shared `&[u16]`).
@@ -256,7 +258,7 @@ impl<const BF: bool> RowSource<f32> for Halves<BF> {
                     .zip(&row[at..])
                     .for_each(|(x, &h)| *x = widen_bf16(h));
             } else {
-                widen_f16_row(self.f16c, &row[at..], x);
+                widen_f16_row(self.isa, &row[at..], x);
             }
         });
     }
